@@ -1,0 +1,928 @@
+-- yuxi: every state change of the queue, as plpgsql functions.
+--
+-- Error codes (SQLSTATE, mapped to typed errors in yuxi/queue/errors.py; the HINT
+-- carries the same name for psql users):
+--   YQ001 request_id_conflict        YQ006 request_already_dispatched
+--   YQ002 run_interrupted            YQ007 steer_already_pending
+--   YQ003 run_busy                   YQ008 run_not_steerable
+--   YQ004 resume_superseded          YQ009 queue_not_paused
+--   YQ005 run_not_interrupted        YQ010 run_not_claimable
+--   YL001 lease_lost                 YM001 manifest_conflict
+--   YT001 illegal_transition         YN001 not_found
+--   YV001 invalid_input
+--
+-- Lock order, everywhere: conversation row, then run row. Functions that only touch a
+-- run under lease (renew, append events, manifest) lock the run alone.
+--
+-- Functions taking p_uid accept NULL for "an operator acting as the owner".
+-- Functions taking p_now use it for lease arithmetic so tests control the clock;
+-- ordering timestamps (created_at) always come from clock_timestamp() taken under the
+-- conversation lock, so they follow the order in which the lock was granted.
+
+CREATE TYPE yuxi.request_info AS (
+    request_id      text,
+    thread_id       uuid,
+    status          text,
+    queue_policy    text,
+    queue_position  integer,
+    message_id      bigint,
+    run_id          uuid,
+    created_at      timestamptz
+);
+
+CREATE TYPE yuxi.claimed_run AS (
+    run_id             uuid,
+    thread_id          uuid,
+    uid                uuid,
+    agent_slug         text,
+    request_id         text,
+    run_type           text,
+    created_by_run_id  uuid,
+    input_message_id   bigint,
+    input_payload      jsonb,
+    lease_token        uuid,
+    lease_expires_at   timestamptz,
+    attempt_no         integer,
+    started_at         timestamptz,
+    manifest_fingerprint text
+);
+
+-- ---------------------------------------------------------------------------------
+-- Access
+
+CREATE FUNCTION yuxi.agent_visible_to(p_slug text, p_uid uuid) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (
+        SELECT 1
+        FROM yuxi.agents a
+        JOIN yuxi.users u ON u.id = p_uid AND u.deleted_at IS NULL
+        WHERE a.slug = p_slug
+          AND a.deleted_at IS NULL
+          AND (a.share_scope = 'all'
+               OR u.is_admin
+               OR (a.share_scope = 'selected'
+                   AND EXISTS (SELECT 1 FROM yuxi.agent_shares s
+                               WHERE s.agent_slug = a.slug AND s.uid = p_uid)))
+    )
+$$;
+
+-- Locks a live conversation the caller may use. Unknown, deleted and other users'
+-- threads are all "not found" so their existence does not leak.
+CREATE FUNCTION yuxi.thread_lock(p_uid uuid, p_thread_id uuid) RETURNS yuxi.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+BEGIN
+    SELECT * INTO v_conv FROM yuxi.conversations
+    WHERE thread_id = p_thread_id AND status = 'active' AND (p_uid IS NULL OR uid = p_uid)
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'thread % not found', p_thread_id
+            USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    IF NOT yuxi.agent_visible_to(v_conv.agent_slug, v_conv.uid) THEN
+        RAISE EXCEPTION 'agent % of thread % is not available to this user', v_conv.agent_slug, p_thread_id
+            USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN v_conv;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------------
+-- Views of requests and queues
+
+-- 1-based place in the thread's queue (a pending steer first, then created_at, id);
+-- NULL once the request has left the queue.
+CREATE FUNCTION yuxi.request_queue_position(p_req yuxi.agent_run_requests) RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN p_req.status <> 'queued' THEN NULL
+        WHEN p_req.queue_policy = 'steer' THEN 1
+        ELSE 1 + (SELECT count(*)::integer FROM yuxi.agent_run_requests q
+                  WHERE q.thread_id = p_req.thread_id AND q.status = 'queued'
+                    AND (q.queue_policy = 'steer'
+                         OR (q.created_at, q.id) < (p_req.created_at, p_req.id)))
+    END
+$$;
+
+CREATE FUNCTION yuxi.request_view(p_request_id text) RETURNS yuxi.request_info
+LANGUAGE sql STABLE AS $$
+    SELECT r.request_id, r.thread_id, r.status, r.queue_policy,
+           yuxi.request_queue_position(r), r.input_message_id, r.dispatched_run_id, r.created_at
+    FROM yuxi.agent_run_requests r
+    WHERE r.request_id = p_request_id
+$$;
+
+-- The queue state of every live thread: what an operator looks at first.
+CREATE VIEW yuxi.thread_queues AS
+SELECT c.thread_id,
+       c.uid,
+       CASE
+           WHEN lr.status IN ('pending', 'running', 'cancel_requested') THEN 'running'
+           WHEN lr.status = 'interrupted' THEN 'interrupted'
+           WHEN c.paused_by_run_id IS NOT NULL THEN 'paused'
+           ELSE 'ready'
+       END AS status,
+       CASE
+           WHEN lr.status = 'interrupted' THEN 'run_interrupted'
+           WHEN lr.status IN ('pending', 'running', 'cancel_requested') THEN NULL
+           WHEN c.paused_by_run_id IS NOT NULL THEN 'run_' || pr.status
+       END AS paused_reason,
+       CASE
+           WHEN lr.status IN ('pending', 'running', 'cancel_requested', 'interrupted') THEN lr.run_id
+           ELSE c.paused_by_run_id
+       END AS blocking_run_id,
+       (c.paused_by_run_id IS NOT NULL
+        AND coalesce(lr.status NOT IN ('pending', 'running', 'cancel_requested', 'interrupted'), true))
+           AS can_continue,
+       (SELECT count(*) FROM yuxi.agent_run_requests q
+        WHERE q.thread_id = c.thread_id AND q.status = 'queued') AS queued_count,
+       lr.run_id AS last_run_id,
+       lr.status AS last_run_status
+FROM yuxi.conversations c
+LEFT JOIN yuxi.agent_runs lr ON lr.run_id = c.last_run_id
+LEFT JOIN yuxi.agent_runs pr ON pr.run_id = c.paused_by_run_id
+WHERE c.status = 'active';
+
+-- ---------------------------------------------------------------------------------
+-- Delivery
+
+-- Inserts the procrastinate job that delivers a run, in the caller's transaction, so a
+-- pending run always has exactly one waiting delivery and a rolled-back one has none.
+-- The queueing lock makes a second waiting delivery of the same run impossible.
+CREATE FUNCTION yuxi.run_deliver(p_run_id uuid) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_job_id bigint;
+BEGIN
+    v_job_id := (public.procrastinate_defer_jobs_v1(ARRAY[
+        ROW('yuxi_runs', 'execute_run', 0, NULL, 'run:' || p_run_id::text,
+            jsonb_build_object('run_id', p_run_id::text), NULL)::public.procrastinate_job_to_defer_v1
+    ]))[1];
+    UPDATE yuxi.agent_runs SET delivery_job_id = v_job_id WHERE run_id = p_run_id;
+    RETURN v_job_id;
+END;
+$$;
+
+-- Dispatches the queue head of a thread whose conversation row the caller holds
+-- locked, and which has no active run. Returns the new run, or NULL for an empty queue.
+CREATE FUNCTION yuxi.thread_dispatch_head(p_conv yuxi.conversations) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_req yuxi.agent_run_requests;
+    v_run_id uuid := gen_random_uuid();
+BEGIN
+    SELECT * INTO v_req FROM yuxi.agent_run_requests
+    WHERE thread_id = p_conv.thread_id AND status = 'queued' AND queue_policy = 'steer';
+    IF NOT FOUND THEN
+        SELECT * INTO v_req FROM yuxi.agent_run_requests
+        WHERE thread_id = p_conv.thread_id AND status = 'queued'
+        ORDER BY created_at, id
+        LIMIT 1;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+
+    INSERT INTO yuxi.agent_runs (run_id, thread_id, uid, agent_slug, request_id, run_type,
+                                 input_message_id, input_payload)
+    VALUES (v_run_id, p_conv.thread_id, v_req.uid, p_conv.agent_slug, v_req.request_id, 'chat',
+            v_req.input_message_id, v_req.input_payload);
+    UPDATE yuxi.agent_run_requests
+    SET status = 'dispatched', dispatched_run_id = v_run_id, updated_at = clock_timestamp()
+    WHERE request_id = v_req.request_id;
+    UPDATE yuxi.messages SET delivery_status = 'dispatched', run_id = v_run_id
+    WHERE id = v_req.input_message_id;
+    UPDATE yuxi.conversations
+    SET last_run_id = v_run_id, paused_by_run_id = NULL, updated_at = clock_timestamp()
+    WHERE thread_id = p_conv.thread_id;
+    PERFORM yuxi.run_deliver(v_run_id);
+    RETURN v_run_id;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------------
+-- Intake
+
+-- The one submit path, for the API, the scheduler and psql alike.
+CREATE FUNCTION yuxi.request_submit(
+    p_uid                 uuid,
+    p_thread_id           uuid,
+    p_query               text,
+    p_request_id          text DEFAULT NULL,
+    p_queue_policy        text DEFAULT 'enqueue',
+    p_model_spec          text DEFAULT NULL,
+    p_tool_approval_mode  text DEFAULT NULL,
+    p_source              text DEFAULT 'api'
+) RETURNS yuxi.request_info
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+    v_agent yuxi.agents;
+    v_existing yuxi.agent_run_requests;
+    v_last_status text;
+    v_busy boolean;
+    v_backlog boolean;
+    v_status text := 'queued';
+    v_model text;
+    v_mode text;
+    v_msg_id bigint;
+    v_inserted text;
+BEGIN
+    IF p_queue_policy IS NULL OR p_queue_policy NOT IN ('enqueue', 'reject', 'steer') THEN
+        RAISE EXCEPTION 'queue_policy must be enqueue, reject or steer, not %', coalesce(p_queue_policy, 'null')
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF p_query IS NULL OR btrim(p_query) = '' THEN
+        RAISE EXCEPTION 'query must not be empty' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF p_tool_approval_mode IS NOT NULL AND p_tool_approval_mode NOT IN ('auto', 'ask') THEN
+        RAISE EXCEPTION 'tool_approval_mode must be auto or ask, not %', p_tool_approval_mode
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+
+    v_conv := yuxi.thread_lock(p_uid, p_thread_id);
+
+    -- Idempotency first: a re-sent request is returned as it is now, whatever the
+    -- thread's state, and is never delivered twice.
+    IF p_request_id IS NOT NULL THEN
+        SELECT * INTO v_existing FROM yuxi.agent_run_requests WHERE request_id = p_request_id;
+        IF FOUND THEN
+            IF v_existing.thread_id <> v_conv.thread_id OR v_existing.uid <> v_conv.uid
+               OR v_existing.source = 'resume' THEN
+                RAISE EXCEPTION 'request_id % is already used for another request', p_request_id
+                    USING ERRCODE = 'YQ001', HINT = 'request_id_conflict';
+            END IF;
+            RETURN yuxi.request_view(p_request_id);
+        END IF;
+    ELSE
+        p_request_id := gen_random_uuid()::text;
+    END IF;
+
+    SELECT status INTO v_last_status FROM yuxi.agent_runs WHERE run_id = v_conv.last_run_id;
+    IF v_last_status = 'interrupted' THEN
+        RAISE EXCEPTION 'thread % is waiting for run % to be resumed', p_thread_id, v_conv.last_run_id
+            USING ERRCODE = 'YQ002', HINT = 'run_interrupted';
+    END IF;
+    v_busy := coalesce(v_last_status IN ('pending', 'running', 'cancel_requested'), false);
+    v_backlog := EXISTS (SELECT 1 FROM yuxi.agent_run_requests
+                         WHERE thread_id = p_thread_id AND status = 'queued');
+
+    IF p_queue_policy = 'reject' AND (v_busy OR v_backlog OR v_conv.paused_by_run_id IS NOT NULL) THEN
+        v_status := 'rejected';
+    ELSIF p_queue_policy = 'steer' AND NOT v_busy AND v_conv.paused_by_run_id IS NOT NULL THEN
+        RAISE EXCEPTION 'thread %''s backlog is paused by run %; continue or cancel it before steering',
+            p_thread_id, v_conv.paused_by_run_id
+            USING ERRCODE = 'YQ008', HINT = 'run_not_steerable';
+    ELSIF p_queue_policy = 'steer' AND EXISTS (
+            SELECT 1 FROM yuxi.agent_run_requests
+            WHERE thread_id = p_thread_id AND status = 'queued' AND queue_policy = 'steer') THEN
+        RAISE EXCEPTION 'thread % already has a pending steer request', p_thread_id
+            USING ERRCODE = 'YQ007', HINT = 'steer_already_pending';
+    END IF;
+
+    -- Model resolution: request value, conversation's saved value, agent config, default.
+    SELECT * INTO v_agent FROM yuxi.agents WHERE slug = v_conv.agent_slug;
+    v_model := coalesce(nullif(p_model_spec, ''), v_conv.model_spec,
+                        nullif(v_agent.config_json #>> '{context,model}', ''),
+                        (SELECT value FROM yuxi.system_settings WHERE key = 'default_model'));
+    v_mode := coalesce(p_tool_approval_mode,
+                       nullif(v_agent.config_json #>> '{context,tool_approval_mode}', ''),
+                       (SELECT value FROM yuxi.system_settings WHERE key = 'default_tool_approval_mode'),
+                       'auto');
+
+    v_msg_id := nextval('yuxi.messages_id_seq');
+    -- ON CONFLICT: the same request_id racing in on another thread or user (this
+    -- thread's submits are serialised by the conversation lock).
+    INSERT INTO yuxi.agent_run_requests (request_id, uid, thread_id, source, queue_policy, status,
+                                         input_message_id, input_payload)
+    VALUES (p_request_id, v_conv.uid, p_thread_id, p_source, p_queue_policy, v_status, v_msg_id,
+            jsonb_build_object('model_spec', v_model, 'tool_approval_mode', v_mode))
+    ON CONFLICT (request_id) DO NOTHING
+    RETURNING request_id INTO v_inserted;
+    IF v_inserted IS NULL THEN
+        RAISE EXCEPTION 'request_id % is already used for another request', p_request_id
+            USING ERRCODE = 'YQ001', HINT = 'request_id_conflict';
+    END IF;
+    INSERT INTO yuxi.messages (id, thread_id, role, content, request_id, delivery_status)
+    VALUES (v_msg_id, p_thread_id, 'user', p_query, p_request_id,
+            CASE v_status WHEN 'rejected' THEN 'rejected' ELSE 'queued' END);
+
+    UPDATE yuxi.conversations
+    SET model_spec = coalesce(nullif(p_model_spec, ''), model_spec), updated_at = clock_timestamp()
+    WHERE thread_id = p_thread_id;
+
+    IF v_status = 'queued' AND NOT v_busy AND v_conv.paused_by_run_id IS NULL THEN
+        PERFORM yuxi.thread_dispatch_head(v_conv);
+    END IF;
+    RETURN yuxi.request_view(p_request_id);
+END;
+$$;
+
+-- Upgrades a queued enqueue request to steer: same identity, runs next.
+CREATE FUNCTION yuxi.request_steer(p_request_id text, p_uid uuid DEFAULT NULL) RETURNS yuxi.request_info
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_req yuxi.agent_run_requests;
+    v_conv yuxi.conversations;
+BEGIN
+    SELECT * INTO v_req FROM yuxi.agent_run_requests
+    WHERE request_id = p_request_id AND (p_uid IS NULL OR uid = p_uid);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'request % not found', p_request_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    v_conv := yuxi.thread_lock(p_uid, v_req.thread_id);
+    SELECT * INTO v_req FROM yuxi.agent_run_requests WHERE request_id = p_request_id FOR UPDATE;
+
+    IF v_req.status = 'dispatched' THEN
+        RAISE EXCEPTION 'request % is already dispatched as run %', p_request_id, v_req.dispatched_run_id
+            USING ERRCODE = 'YQ006', HINT = 'request_already_dispatched';
+    ELSIF v_req.status <> 'queued' THEN
+        RAISE EXCEPTION 'request % is %, not queued', p_request_id, v_req.status
+            USING ERRCODE = 'YQ008', HINT = 'run_not_steerable';
+    ELSIF v_req.queue_policy = 'steer' THEN
+        RETURN yuxi.request_view(p_request_id);
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM yuxi.agent_runs WHERE run_id = v_conv.last_run_id
+                   AND status IN ('pending', 'running', 'cancel_requested')) THEN
+        RAISE EXCEPTION 'no run is active on thread %; steering needs one', v_req.thread_id
+            USING ERRCODE = 'YQ008', HINT = 'run_not_steerable';
+    END IF;
+    IF EXISTS (SELECT 1 FROM yuxi.agent_run_requests
+               WHERE thread_id = v_req.thread_id AND status = 'queued' AND queue_policy = 'steer') THEN
+        RAISE EXCEPTION 'thread % already has a pending steer request', v_req.thread_id
+            USING ERRCODE = 'YQ007', HINT = 'steer_already_pending';
+    END IF;
+    UPDATE yuxi.agent_run_requests SET queue_policy = 'steer', updated_at = clock_timestamp()
+    WHERE request_id = p_request_id;
+    RETURN yuxi.request_view(p_request_id);
+END;
+$$;
+
+-- Cancels a request that is still queued. Cancelling the last queued request of a
+-- paused backlog un-pauses the thread: there is nothing left to hold back.
+CREATE FUNCTION yuxi.request_cancel(p_request_id text, p_uid uuid DEFAULT NULL) RETURNS yuxi.request_info
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_req yuxi.agent_run_requests;
+BEGIN
+    SELECT * INTO v_req FROM yuxi.agent_run_requests
+    WHERE request_id = p_request_id AND (p_uid IS NULL OR uid = p_uid);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'request % not found', p_request_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    PERFORM yuxi.thread_lock(p_uid, v_req.thread_id);
+    SELECT * INTO v_req FROM yuxi.agent_run_requests WHERE request_id = p_request_id FOR UPDATE;
+
+    IF v_req.status = 'dispatched' THEN
+        RAISE EXCEPTION 'request % is already dispatched as run %; cancel the run instead',
+            p_request_id, v_req.dispatched_run_id
+            USING ERRCODE = 'YQ006', HINT = 'request_already_dispatched';
+    ELSIF v_req.status = 'queued' THEN
+        UPDATE yuxi.agent_run_requests SET status = 'cancelled', updated_at = clock_timestamp()
+        WHERE request_id = p_request_id;
+        UPDATE yuxi.messages SET delivery_status = 'cancelled' WHERE id = v_req.input_message_id;
+        UPDATE yuxi.conversations SET paused_by_run_id = NULL, updated_at = clock_timestamp()
+        WHERE thread_id = v_req.thread_id AND paused_by_run_id IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM yuxi.agent_run_requests
+                          WHERE thread_id = v_req.thread_id AND status = 'queued');
+    END IF;
+    RETURN yuxi.request_view(p_request_id);
+END;
+$$;
+
+-- Resumes a backlog paused by a failed or cancelled run: dispatches its head.
+CREATE FUNCTION yuxi.thread_continue(p_thread_id uuid, p_uid uuid DEFAULT NULL) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+BEGIN
+    v_conv := yuxi.thread_lock(p_uid, p_thread_id);
+    IF EXISTS (SELECT 1 FROM yuxi.agent_runs WHERE run_id = v_conv.last_run_id
+               AND status IN ('pending', 'running', 'cancel_requested', 'interrupted')) THEN
+        RAISE EXCEPTION 'thread % has run % in progress', p_thread_id, v_conv.last_run_id
+            USING ERRCODE = 'YQ003', HINT = 'run_busy';
+    END IF;
+    IF v_conv.paused_by_run_id IS NULL THEN
+        RAISE EXCEPTION 'thread %''s backlog is not paused', p_thread_id
+            USING ERRCODE = 'YQ009', HINT = 'queue_not_paused';
+    END IF;
+    UPDATE yuxi.conversations SET paused_by_run_id = NULL WHERE thread_id = p_thread_id;
+    RETURN yuxi.thread_dispatch_head(v_conv);
+END;
+$$;
+
+-- ---------------------------------------------------------------------------------
+-- Leases
+
+-- Claims a pending run: a new attempt with a fresh lease token. A duplicate delivery
+-- finds the run no longer pending and gets run_not_claimable; nothing runs twice.
+CREATE FUNCTION yuxi.run_claim(
+    p_run_id uuid, p_worker text, p_lease_seconds double precision, p_now timestamptz DEFAULT NULL
+) RETURNS yuxi.claimed_run
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_token uuid := gen_random_uuid();
+    v_run yuxi.agent_runs;
+    v_status text;
+BEGIN
+    IF p_lease_seconds IS NULL OR p_lease_seconds <= 0 THEN
+        RAISE EXCEPTION 'lease must be positive' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    UPDATE yuxi.agent_runs
+    SET status = 'running', lease_token = v_token, lease_owner = p_worker,
+        lease_expires_at = v_now + make_interval(secs => p_lease_seconds), heartbeat_at = v_now,
+        attempt_count = attempt_count + 1, started_at = coalesce(started_at, v_now), updated_at = v_now
+    WHERE run_id = p_run_id AND status = 'pending'
+    RETURNING * INTO v_run;
+    IF NOT FOUND THEN
+        SELECT status INTO v_status FROM yuxi.agent_runs WHERE run_id = p_run_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'run % not found', p_run_id USING ERRCODE = 'YN001', HINT = 'not_found';
+        END IF;
+        RAISE EXCEPTION 'run % is %, not pending', p_run_id, v_status
+            USING ERRCODE = 'YQ010', HINT = 'run_not_claimable';
+    END IF;
+    INSERT INTO yuxi.agent_run_attempts (run_id, attempt_no, worker, lease_token, started_at)
+    VALUES (p_run_id, v_run.attempt_count, p_worker, v_token, v_now);
+    RETURN ROW(v_run.run_id, v_run.thread_id, v_run.uid, v_run.agent_slug, v_run.request_id,
+               v_run.run_type, v_run.created_by_run_id, v_run.input_message_id, v_run.input_payload,
+               v_token, v_run.lease_expires_at, v_run.attempt_count, v_run.started_at,
+               v_run.manifest_fingerprint)::yuxi.claimed_run;
+END;
+$$;
+
+-- Locks a run for its lease holder, or raises lease_lost.
+CREATE FUNCTION yuxi.run_lock_leased(p_run_id uuid, p_token uuid, p_now timestamptz)
+RETURNS yuxi.agent_runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run % not found', p_run_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    IF v_run.status NOT IN ('running', 'cancel_requested') OR v_run.lease_token IS DISTINCT FROM p_token
+       OR v_run.lease_expires_at <= p_now THEN
+        RAISE EXCEPTION 'lease on run % is lost (run is %)', p_run_id, v_run.status
+            USING ERRCODE = 'YL001', HINT = 'lease_lost';
+    END IF;
+    RETURN v_run;
+END;
+$$;
+
+-- Extends the lease. Returns the run's status so the holder learns of a cancel request
+-- on the same round trip.
+CREATE FUNCTION yuxi.run_renew_lease(
+    p_run_id uuid, p_token uuid, p_lease_seconds double precision, p_now timestamptz DEFAULT NULL,
+    OUT status text, OUT lease_expires_at timestamptz
+)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+BEGIN
+    UPDATE yuxi.agent_runs r
+    SET lease_expires_at = v_now + make_interval(secs => p_lease_seconds), heartbeat_at = v_now,
+        updated_at = v_now
+    WHERE r.run_id = p_run_id AND r.lease_token = p_token AND r.lease_expires_at > v_now
+      AND r.status IN ('running', 'cancel_requested')
+    RETURNING r.status, r.lease_expires_at INTO status, lease_expires_at;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'lease on run % is lost', p_run_id USING ERRCODE = 'YL001', HINT = 'lease_lost';
+    END IF;
+END;
+$$;
+
+-- Appends events ([{event, payload}, ...]) with gap-free seqs; returns the last seq.
+-- `end` is written only when the run finishes, so there is exactly one.
+CREATE FUNCTION yuxi.run_append_events(
+    p_run_id uuid, p_token uuid, p_events jsonb, p_now timestamptz DEFAULT NULL
+) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_count integer;
+    v_last bigint;
+BEGIN
+    IF jsonb_typeof(p_events) IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION 'events must be a JSON array' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_count := jsonb_array_length(p_events);
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(p_events) e WHERE e ->> 'event' = 'end') THEN
+        RAISE EXCEPTION 'the end event is written by run_finish' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    -- The row lock taken by this UPDATE serialises appenders of one run.
+    UPDATE yuxi.agent_runs
+    SET last_event_seq = last_event_seq + v_count
+    WHERE run_id = p_run_id AND lease_token = p_token AND lease_expires_at > v_now
+      AND status IN ('running', 'cancel_requested')
+    RETURNING last_event_seq INTO v_last;
+    IF NOT FOUND THEN
+        PERFORM yuxi.run_lock_leased(p_run_id, p_token, v_now);  -- raises the precise error
+    END IF;
+    IF v_count = 0 THEN
+        RETURN v_last;
+    END IF;
+    INSERT INTO yuxi.run_events (run_id, seq, event, payload, created_at)
+    SELECT p_run_id, v_last - v_count + e.ord, e.value ->> 'event', coalesce(e.value -> 'payload', '{}'), v_now
+    FROM jsonb_array_elements(p_events) WITH ORDINALITY AS e(value, ord);
+    PERFORM pg_notify('yuxi_run_events', p_run_id::text || ' ' || v_last::text);
+    RETURN v_last;
+END;
+$$;
+
+-- Write-once: the first fingerprint stays; an equal one is accepted (a retry that
+-- derived the same manifest); a different one raises and changes nothing.
+CREATE FUNCTION yuxi.run_write_manifest(
+    p_run_id uuid, p_token uuid, p_manifest jsonb, p_fingerprint text, p_now timestamptz DEFAULT NULL
+) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    IF p_manifest IS NULL OR p_fingerprint IS NULL OR p_fingerprint !~ '^[0-9a-f]{64}$' THEN
+        RAISE EXCEPTION 'manifest and a sha-256 hex fingerprint are required'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_run := yuxi.run_lock_leased(p_run_id, p_token, coalesce(p_now, clock_timestamp()));
+    IF v_run.manifest_fingerprint IS NULL THEN
+        UPDATE yuxi.agent_runs SET manifest = p_manifest, manifest_fingerprint = p_fingerprint
+        WHERE run_id = p_run_id;
+    ELSIF v_run.manifest_fingerprint <> p_fingerprint THEN
+        RAISE EXCEPTION 'run % already has manifest %; this attempt derived %',
+            p_run_id, v_run.manifest_fingerprint, p_fingerprint
+            USING ERRCODE = 'YM001', HINT = 'manifest_conflict';
+    END IF;
+    RETURN coalesce(v_run.manifest_fingerprint, p_fingerprint);
+END;
+$$;
+
+-- ---------------------------------------------------------------------------------
+-- Ending runs
+
+-- Everything that follows a run reaching a terminal or interrupted status, in the same
+-- transaction: the single `end` event, the input message's delivery status, and the
+-- thread's queue (dispatch the next request, or pause the backlog). The caller holds
+-- the conversation lock (top-level runs) and the run lock.
+-- An interrupted run already wrote its `end` when it stopped; cancelling it later only
+-- releases the thread (p_was_interrupted).
+CREATE FUNCTION yuxi.run_settle(p_run_id uuid, p_was_interrupted boolean DEFAULT false) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+    v_conv yuxi.conversations;
+BEGIN
+    IF p_was_interrupted THEN
+        SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id;
+    ELSE
+        UPDATE yuxi.agent_runs SET last_event_seq = last_event_seq + 1
+        WHERE run_id = p_run_id RETURNING * INTO v_run;
+        INSERT INTO yuxi.run_events (run_id, seq, event, payload)
+        VALUES (p_run_id, v_run.last_event_seq, 'end',
+                jsonb_strip_nulls(jsonb_build_object(
+                    'status', v_run.status, 'error_type', v_run.error_type,
+                    'error_message', v_run.error_message, 'output_message_id', v_run.output_message_id)));
+        PERFORM pg_notify('yuxi_run_events', p_run_id::text || ' ' || v_run.last_event_seq::text);
+
+        UPDATE yuxi.messages
+        SET delivery_status = CASE v_run.status
+                WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' ELSE 'complete' END
+        WHERE id = v_run.input_message_id AND role = 'user';
+    END IF;
+
+    IF v_run.run_type = 'subagent' THEN
+        RETURN;
+    END IF;
+    SELECT * INTO v_conv FROM yuxi.conversations WHERE thread_id = v_run.thread_id;
+    UPDATE yuxi.conversations SET updated_at = clock_timestamp() WHERE thread_id = v_run.thread_id;
+    IF v_run.status = 'completed' AND v_conv.paused_by_run_id IS NULL THEN
+        PERFORM yuxi.thread_dispatch_head(v_conv);
+    ELSIF v_run.status IN ('failed', 'cancelled')
+          AND EXISTS (SELECT 1 FROM yuxi.agent_run_requests
+                      WHERE thread_id = v_run.thread_id AND status = 'queued') THEN
+        UPDATE yuxi.conversations SET paused_by_run_id = p_run_id WHERE thread_id = v_run.thread_id;
+    END IF;
+END;
+$$;
+
+-- Locks a run's conversation (top-level runs) and then the run, in the global order.
+CREATE FUNCTION yuxi.run_lock(p_run_id uuid, p_uid uuid DEFAULT NULL) RETURNS yuxi.agent_runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id AND (p_uid IS NULL OR uid = p_uid);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run % not found', p_run_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    PERFORM 1 FROM yuxi.conversations WHERE thread_id = v_run.thread_id FOR UPDATE;
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id FOR UPDATE;
+    RETURN v_run;
+END;
+$$;
+
+-- Ends a run as its lease holder. p_messages ([{role, content, metadata?}, ...]) are
+-- stored as the run's output; `completed` needs at least one assistant message.
+CREATE FUNCTION yuxi.run_finish(
+    p_run_id uuid, p_token uuid, p_status text, p_messages jsonb DEFAULT '[]',
+    p_error_type text DEFAULT NULL, p_error_message text DEFAULT NULL, p_now timestamptz DEFAULT NULL
+) RETURNS yuxi.agent_runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_run yuxi.agent_runs;
+    v_output bigint;
+BEGIN
+    IF p_status IS NULL OR p_status NOT IN ('completed', 'failed', 'cancelled', 'interrupted') THEN
+        RAISE EXCEPTION 'a run finishes completed, failed, cancelled or interrupted, not %', coalesce(p_status, 'null')
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF jsonb_typeof(coalesce(p_messages, '[]')) <> 'array' THEN
+        RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_run := yuxi.run_lock(p_run_id);
+    v_run := yuxi.run_lock_leased(p_run_id, p_token, v_now);
+
+    WITH stored AS (
+        INSERT INTO yuxi.messages (thread_id, role, content, run_id, request_id, metadata)
+        SELECT v_run.thread_id, m.value ->> 'role', m.value ->> 'content', p_run_id, v_run.request_id,
+               coalesce(m.value -> 'metadata', '{}')
+        FROM jsonb_array_elements(coalesce(p_messages, '[]')) WITH ORDINALITY AS m(value, ord)
+        ORDER BY m.ord
+        RETURNING id, role
+    )
+    SELECT max(id) FILTER (WHERE role = 'assistant') INTO v_output FROM stored;
+
+    UPDATE yuxi.agent_runs
+    SET status = p_status, output_message_id = v_output,
+        error_type = p_error_type, error_message = left(p_error_message, 4000),
+        lease_token = NULL, lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
+    WHERE run_id = p_run_id;
+    UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = p_status
+    WHERE run_id = p_run_id AND lease_token = p_token;
+    PERFORM yuxi.run_settle(p_run_id);
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id;
+    RETURN v_run;
+END;
+$$;
+
+-- Gives a run back for another attempt (e.g. a worker shutting down). A run whose
+-- cancellation was requested is cancelled instead: there is nothing left to retry.
+CREATE FUNCTION yuxi.run_release(
+    p_run_id uuid, p_token uuid, p_reason text DEFAULT NULL, p_now timestamptz DEFAULT NULL
+) RETURNS yuxi.agent_runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_run yuxi.agent_runs;
+BEGIN
+    v_run := yuxi.run_lock(p_run_id);
+    v_run := yuxi.run_lock_leased(p_run_id, p_token, v_now);
+    IF v_run.status = 'cancel_requested' THEN
+        RETURN yuxi.run_finish(p_run_id, p_token, 'cancelled', '[]', NULL, NULL, v_now);
+    END IF;
+    UPDATE yuxi.agent_runs
+    SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now
+    WHERE run_id = p_run_id;
+    UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = 'released'
+    WHERE run_id = p_run_id AND lease_token = p_token;
+    PERFORM yuxi.run_deliver(p_run_id);
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id;
+    RETURN v_run;
+END;
+$$;
+
+-- Asks a run to stop, and its child runs with it. A pending run that no worker has
+-- claimed, or an interrupted one, is cancelled at once; a running one becomes
+-- cancel_requested and its worker is woken; it ends `cancelled` only from there.
+-- Already ending or ended runs are left as they are. Returns the run's status.
+CREATE FUNCTION yuxi.run_request_cancel(
+    p_run_id uuid, p_uid uuid DEFAULT NULL, p_now timestamptz DEFAULT NULL
+) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_run yuxi.agent_runs;
+    v_child uuid;
+BEGIN
+    v_run := yuxi.run_lock(p_run_id, p_uid);
+    IF v_run.status IN ('pending', 'interrupted') THEN
+        UPDATE yuxi.agent_runs
+        SET status = 'cancelled', cancel_requested_at = v_now, finished_at = v_now, updated_at = v_now
+        WHERE run_id = p_run_id;
+        -- the waiting delivery has nothing left to deliver
+        UPDATE public.procrastinate_jobs SET status = 'cancelled'
+        WHERE id = v_run.delivery_job_id AND status = 'todo';
+        PERFORM yuxi.run_settle(p_run_id, v_run.status = 'interrupted');
+    ELSIF v_run.status = 'running' THEN
+        UPDATE yuxi.agent_runs
+        SET status = 'cancel_requested', cancel_requested_at = v_now, updated_at = v_now
+        WHERE run_id = p_run_id;
+        PERFORM pg_notify('yuxi_run_cancel', p_run_id::text);
+    END IF;
+    FOR v_child IN
+        SELECT run_id FROM yuxi.agent_runs
+        WHERE created_by_run_id = p_run_id AND run_type = 'subagent'
+          AND status IN ('pending', 'running', 'interrupted')
+    LOOP
+        PERFORM yuxi.run_request_cancel(v_child, NULL, v_now);
+    END LOOP;
+    RETURN (SELECT status FROM yuxi.agent_runs WHERE run_id = p_run_id);
+END;
+$$;
+
+-- Resumes the latest top-level run of a thread, which must be interrupted, as a new
+-- `resume` run inheriting its model and approval mode. Idempotent: resuming the same
+-- run again returns the resume run already created.
+CREATE FUNCTION yuxi.run_resume(
+    p_run_id uuid, p_resume jsonb, p_uid uuid DEFAULT NULL, p_request_id text DEFAULT NULL
+) RETURNS yuxi.request_info
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+    v_conv yuxi.conversations;
+    v_existing yuxi.agent_runs;
+    v_new_run uuid := gen_random_uuid();
+BEGIN
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id AND (p_uid IS NULL OR uid = p_uid);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run % not found', p_run_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    v_conv := yuxi.thread_lock(p_uid, v_run.thread_id);
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id FOR UPDATE;
+
+    SELECT * INTO v_existing FROM yuxi.agent_runs WHERE created_by_run_id = p_run_id AND run_type = 'resume';
+    IF FOUND THEN
+        IF p_request_id IS NULL OR p_request_id = v_existing.request_id THEN
+            RETURN yuxi.request_view(v_existing.request_id);
+        END IF;
+        RAISE EXCEPTION 'run % was already resumed by request %', p_run_id, v_existing.request_id
+            USING ERRCODE = 'YQ004', HINT = 'resume_superseded';
+    END IF;
+    IF p_request_id IS NOT NULL
+       AND EXISTS (SELECT 1 FROM yuxi.agent_run_requests WHERE request_id = p_request_id) THEN
+        RAISE EXCEPTION 'request_id % is already used for another request', p_request_id
+            USING ERRCODE = 'YQ001', HINT = 'request_id_conflict';
+    END IF;
+    IF v_run.run_type = 'subagent' OR v_conv.last_run_id IS DISTINCT FROM p_run_id THEN
+        RAISE EXCEPTION 'run % is not the latest run of thread %', p_run_id, v_run.thread_id
+            USING ERRCODE = 'YQ004', HINT = 'resume_superseded';
+    END IF;
+    IF v_run.status <> 'interrupted' THEN
+        RAISE EXCEPTION 'run % is %, not interrupted', p_run_id, v_run.status
+            USING ERRCODE = 'YQ005', HINT = 'run_not_interrupted';
+    END IF;
+
+    p_request_id := coalesce(p_request_id, gen_random_uuid()::text);
+    INSERT INTO yuxi.agent_run_requests (request_id, uid, thread_id, source, queue_policy, status,
+                                         dispatched_run_id, input_payload)
+    VALUES (p_request_id, v_run.uid, v_run.thread_id, 'resume', 'enqueue', 'dispatched', v_new_run,
+            (v_run.input_payload - 'resume') || jsonb_build_object('resume', coalesce(p_resume, 'null')));
+    INSERT INTO yuxi.agent_runs (run_id, thread_id, uid, agent_slug, request_id, run_type,
+                                 created_by_run_id, input_payload)
+    VALUES (v_new_run, v_run.thread_id, v_run.uid, v_run.agent_slug, p_request_id, 'resume', p_run_id,
+            (v_run.input_payload - 'resume') || jsonb_build_object('resume', coalesce(p_resume, 'null')));
+    UPDATE yuxi.conversations SET last_run_id = v_new_run, updated_at = clock_timestamp()
+    WHERE thread_id = v_run.thread_id;
+    PERFORM yuxi.run_deliver(v_new_run);
+    RETURN yuxi.request_view(p_request_id);
+END;
+$$;
+
+-- Creates a child run executed on behalf of a running parent (the task tool). The
+-- child's model: the child agent's config, then the parent run's model, then default.
+CREATE FUNCTION yuxi.run_create_subagent(
+    p_parent_run_id uuid, p_token uuid, p_agent_slug text, p_input jsonb DEFAULT '{}',
+    p_now timestamptz DEFAULT NULL
+) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_parent yuxi.agent_runs;
+    v_agent yuxi.agents;
+    v_run_id uuid := gen_random_uuid();
+BEGIN
+    v_parent := yuxi.run_lock_leased(p_parent_run_id, p_token, coalesce(p_now, clock_timestamp()));
+    SELECT * INTO v_agent FROM yuxi.agents WHERE slug = p_agent_slug AND is_subagent;
+    IF NOT FOUND OR NOT yuxi.agent_visible_to(p_agent_slug, v_parent.uid) THEN
+        RAISE EXCEPTION 'subagent % not found', p_agent_slug USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    INSERT INTO yuxi.agent_runs (run_id, thread_id, uid, agent_slug, request_id, run_type,
+                                 created_by_run_id, input_payload)
+    VALUES (v_run_id, v_parent.thread_id, v_parent.uid, p_agent_slug, v_parent.request_id, 'subagent',
+            p_parent_run_id,
+            coalesce(p_input, '{}') || jsonb_build_object(
+                'model_spec', coalesce(nullif(v_agent.config_json #>> '{context,model}', ''),
+                                       v_parent.input_payload ->> 'model_spec',
+                                       (SELECT value FROM yuxi.system_settings WHERE key = 'default_model')),
+                'tool_approval_mode', coalesce(v_parent.input_payload ->> 'tool_approval_mode', 'auto')));
+    PERFORM yuxi.run_deliver(v_run_id);
+    RETURN v_run_id;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------------
+-- Maintenance
+
+CREATE VIEW yuxi.expired_run_leases AS
+SELECT r.run_id, r.thread_id, r.status, r.lease_owner, r.lease_expires_at, r.attempt_count
+FROM yuxi.agent_runs r
+WHERE r.status IN ('running', 'cancel_requested') AND r.lease_expires_at <= clock_timestamp();
+
+-- Pending runs whose delivery is gone: no job, a finished job, or a job whose worker
+-- is gone. The recovery scan re-delivers these.
+CREATE VIEW yuxi.undelivered_runs AS
+SELECT r.run_id, r.thread_id, r.created_at, r.delivery_job_id, j.status::text AS job_status
+FROM yuxi.agent_runs r
+LEFT JOIN public.procrastinate_jobs j ON j.id = r.delivery_job_id
+WHERE r.status = 'pending'
+  AND (j.id IS NULL
+       OR j.status NOT IN ('todo', 'doing')
+       OR (j.status = 'doing' AND j.worker_id IS NULL));
+
+-- Ends runs whose worker stopped renewing. Safe to run from many processes at once:
+-- each run is taken under SKIP LOCKED and re-checked, so it is handled exactly once.
+-- A run with attempts left (agents.max_run_attempts) is released to continue from its
+-- checkpoint; a cancel_requested run ends cancelled; the rest fail with
+-- worker_lease_expired and pause their thread's backlog.
+CREATE FUNCTION yuxi.run_reconcile_expired(p_now timestamptz DEFAULT NULL, p_limit integer DEFAULT 100)
+RETURNS TABLE (run_id uuid, status text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_candidate record;
+    v_run yuxi.agent_runs;
+    v_max integer;
+BEGIN
+    FOR v_candidate IN
+        SELECT r.run_id, r.thread_id FROM yuxi.agent_runs r
+        WHERE r.status IN ('running', 'cancel_requested') AND r.lease_expires_at <= v_now
+        ORDER BY r.lease_expires_at
+        LIMIT p_limit
+    LOOP
+        PERFORM 1 FROM yuxi.conversations c WHERE c.thread_id = v_candidate.thread_id
+        FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        SELECT * INTO v_run FROM yuxi.agent_runs r
+        WHERE r.run_id = v_candidate.run_id AND r.status IN ('running', 'cancel_requested')
+          AND r.lease_expires_at <= v_now
+        FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+
+        UPDATE yuxi.agent_run_attempts a SET ended_at = v_now, outcome = 'lease_expired'
+        WHERE a.run_id = v_run.run_id AND a.lease_token = v_run.lease_token;
+        SELECT a.max_run_attempts INTO v_max FROM yuxi.agents a WHERE a.slug = v_run.agent_slug;
+        IF v_run.status = 'cancel_requested' THEN
+            UPDATE yuxi.agent_runs r
+            SET status = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
+                error_type = 'worker_lease_expired', finished_at = v_now, updated_at = v_now
+            WHERE r.run_id = v_run.run_id;
+            PERFORM yuxi.run_settle(v_run.run_id);
+        ELSIF v_run.attempt_count < coalesce(v_max, 1) THEN
+            UPDATE yuxi.agent_runs r
+            SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now
+            WHERE r.run_id = v_run.run_id;
+            PERFORM yuxi.run_deliver(v_run.run_id);
+        ELSE
+            UPDATE yuxi.agent_runs r
+            SET status = 'failed', lease_token = NULL, lease_expires_at = NULL,
+                error_type = 'worker_lease_expired',
+                error_message = format('the worker %s stopped renewing its lease (expired %s)',
+                                       v_run.lease_owner, v_run.lease_expires_at),
+                finished_at = v_now, updated_at = v_now
+            WHERE r.run_id = v_run.run_id;
+            PERFORM yuxi.run_settle(v_run.run_id);
+        END IF;
+        run_id := v_run.run_id;
+        SELECT r.status INTO status FROM yuxi.agent_runs r WHERE r.run_id = v_run.run_id;
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+
+-- Re-delivers pending runs whose delivery job is gone. Never duplicates a delivery:
+-- the run row is locked and the queueing lock admits one waiting job per run.
+CREATE FUNCTION yuxi.run_redeliver_orphans(p_limit integer DEFAULT 100)
+RETURNS TABLE (run_id uuid, job_id bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_candidate uuid;
+BEGIN
+    FOR v_candidate IN
+        SELECT u.run_id FROM yuxi.undelivered_runs u ORDER BY u.created_at LIMIT p_limit
+    LOOP
+        PERFORM 1 FROM yuxi.agent_runs r
+        WHERE r.run_id = v_candidate AND r.status = 'pending'
+        FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        -- re-checked under the lock: another scan may have just re-delivered it
+        CONTINUE WHEN NOT EXISTS (SELECT 1 FROM yuxi.undelivered_runs u WHERE u.run_id = v_candidate);
+        CONTINUE WHEN EXISTS (SELECT 1 FROM public.procrastinate_jobs j
+                              WHERE j.queueing_lock = 'run:' || v_candidate::text AND j.status = 'todo');
+        run_id := v_candidate;
+        job_id := yuxi.run_deliver(v_candidate);
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;

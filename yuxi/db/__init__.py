@@ -1,0 +1,1 @@
+"""Database access: where PostgreSQL is, connection pools, migrations."""

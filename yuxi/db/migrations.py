@@ -1,0 +1,211 @@
+"""Brings a database to the schema this yuxi needs.
+
+Three parts, applied in this order under one advisory lock (so concurrent runners
+serialise and the second finds nothing to do):
+
+1. procrastinate's schema (the delivery queue), recorded with a checksum;
+2. the LangGraph checkpointer tables (their own migration table decides what to run);
+3. yuxi's ``sql/migrations/NNNN_name.sql``, each in its own transaction, recorded with a
+   SHA-256 checksum. An applied migration whose file changed is refused, and so is a
+   database that has migrations this code does not know.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import psycopg
+from psycopg.rows import dict_row
+
+from yuxi.db.paths import migrations_dir
+
+MIGRATION_LOCK_KEY = 7_420_117_001  # pg_advisory_lock key owned by the migration runner
+PROCRASTINATE = "procrastinate:schema"
+CHECKPOINTER = "langgraph:checkpointer"
+_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+class MigrationError(RuntimeError):
+    """The database cannot be migrated safely; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class MigrationStatus:
+    name: str
+    state: str  # applied | pending | edited | unknown
+    applied_at: datetime | None
+
+
+def load_migrations(directory: Path | None = None) -> list[Migration]:
+    """Reads NNNN_name.sql files in order; refuses gaps, duplicates and odd names."""
+    directory = directory or migrations_dir()
+    migrations: list[Migration] = []
+    for path in sorted(directory.glob("*.sql")):
+        match = _NAME.match(path.name)
+        if match is None:
+            raise MigrationError(f"{path.name}: migration files are named NNNN_lowercase_name.sql")
+        expected = len(migrations) + 1
+        if int(match.group(1)) != expected:
+            raise MigrationError(f"{path.name}: expected migration number {expected:04d}")
+        migrations.append(Migration(path.name, path.read_text()))
+    return migrations
+
+
+def _procrastinate_migration() -> Migration:
+    from procrastinate.schema import SchemaManager
+
+    return Migration(PROCRASTINATE, SchemaManager.get_schema())
+
+
+def _ensure_ledger(conn: psycopg.Connection[dict[str, object]]) -> None:
+    conn.execute("CREATE SCHEMA IF NOT EXISTS yuxi")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS yuxi.schema_migrations ("
+        " name text PRIMARY KEY, checksum text NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+
+
+def _recorded(conn: psycopg.Connection[dict[str, object]]) -> dict[str, dict[str, object]]:
+    exists = conn.execute("SELECT to_regclass('yuxi.schema_migrations') AS t").fetchone()
+    if exists is None or exists["t"] is None:
+        return {}
+    rows = conn.execute("SELECT name, checksum, applied_at FROM yuxi.schema_migrations").fetchall()
+    return {str(row["name"]): row for row in rows}
+
+
+def _check_recorded(
+    recorded: dict[str, dict[str, object]], migrations: Sequence[Migration]
+) -> None:
+    known = {m.name for m in migrations} | {PROCRASTINATE, CHECKPOINTER}
+    unknown = sorted(set(recorded) - known)
+    if unknown:
+        raise MigrationError(
+            f"the database has migrations this yuxi does not know: {', '.join(unknown)}; "
+            "it was migrated by a newer yuxi — upgrade yuxi instead"
+        )
+    for migration in migrations:
+        row = recorded.get(migration.name)
+        if row is not None and row["checksum"] != migration.checksum:
+            raise MigrationError(
+                f"migration {migration.name} was edited after it was applied "
+                f"(applied sha256 {str(row['checksum'])[:12]}…, file now {migration.checksum[:12]}…); "
+                "restore the file and put the change in a new migration"
+            )
+
+
+def migrate(url: str, *, progress: Callable[[str], None] | None = None) -> list[str]:
+    """Applies whatever is missing; returns the names applied (empty when up to date)."""
+    say = progress or (lambda _message: None)
+    migrations = load_migrations()
+    procrastinate = _procrastinate_migration()
+    applied: list[str] = []
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        try:
+            _ensure_ledger(conn)
+            recorded = _recorded(conn)
+            _check_recorded(recorded, [procrastinate, *migrations])
+
+            if PROCRASTINATE not in recorded:
+                say("applying procrastinate schema")
+                with conn.transaction():
+                    conn.execute(procrastinate.sql)  # type: ignore[arg-type]
+                    _record(conn, procrastinate)
+                applied.append(PROCRASTINATE)
+
+            if _setup_checkpointer(conn):
+                say("applied LangGraph checkpointer migrations")
+                applied.append(CHECKPOINTER)
+
+            for migration in migrations:
+                if migration.name in recorded:
+                    continue
+                say(f"applying {migration.name}")
+                with conn.transaction():
+                    conn.execute(migration.sql)  # type: ignore[arg-type]
+                    _record(conn, migration)
+                applied.append(migration.name)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+    return applied
+
+
+def _record(conn: psycopg.Connection[dict[str, object]], migration: Migration) -> None:
+    conn.execute(
+        "INSERT INTO yuxi.schema_migrations (name, checksum) VALUES (%s, %s)"
+        " ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()",
+        (migration.name, migration.checksum),
+    )
+
+
+def _setup_checkpointer(conn: psycopg.Connection[dict[str, object]]) -> bool:
+    """Runs the checkpointer's own migrations; True when any were applied."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.base import BasePostgresSaver
+
+    total = len(BasePostgresSaver.MIGRATIONS)
+    exists = conn.execute("SELECT to_regclass('public.checkpoint_migrations') AS t").fetchone()
+    if exists is not None and exists["t"] is not None:
+        done = conn.execute("SELECT coalesce(max(v), -1) AS v FROM public.checkpoint_migrations")
+        row = done.fetchone()
+        if row is not None and row["v"] == total - 1:
+            return False
+    with psycopg.connect(
+        conn.info.dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row
+    ) as saver_conn:
+        PostgresSaver(saver_conn).setup()
+    conn.execute(
+        "INSERT INTO yuxi.schema_migrations (name, checksum) VALUES (%s, %s)"
+        " ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()",
+        (CHECKPOINTER, f"v{total}"),
+    )
+    return True
+
+
+def status(url: str) -> list[MigrationStatus]:
+    """Every known and recorded migration with its state."""
+    migrations = [_procrastinate_migration(), *load_migrations()]
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        recorded = _recorded(conn)
+    result: list[MigrationStatus] = []
+    for migration in migrations:
+        row = recorded.get(migration.name)
+        if row is None:
+            result.append(MigrationStatus(migration.name, "pending", None))
+        else:
+            state = "applied" if row["checksum"] == migration.checksum else "edited"
+            result.append(MigrationStatus(migration.name, state, _when(row)))
+    from langgraph.checkpoint.postgres.base import BasePostgresSaver
+
+    checkpointer = recorded.get(CHECKPOINTER)
+    current = f"v{len(BasePostgresSaver.MIGRATIONS)}"
+    result.insert(1, MigrationStatus(
+        CHECKPOINTER,
+        "applied" if checkpointer is not None and checkpointer["checksum"] == current else "pending",
+        None if checkpointer is None else _when(checkpointer),
+    ))
+    known = {m.name for m in migrations} | {CHECKPOINTER}
+    for name in sorted(set(recorded) - known):
+        result.append(MigrationStatus(name, "unknown", _when(recorded[name])))
+    return result
+
+
+def _when(row: dict[str, object]) -> datetime | None:
+    value = row.get("applied_at")
+    return value if isinstance(value, datetime) else None
