@@ -1,7 +1,7 @@
 -- yuxi: tables, constraints and indexes.
 --
 -- State transitions are owned by the functions in 0002_functions.sql and guarded by
--- the triggers in 0003_triggers.sql; the constraints here hold no matter who writes.
+-- the triggers in 0003_guards.sql; the constraints here hold no matter who writes.
 
 CREATE SCHEMA IF NOT EXISTS yuxi;
 
@@ -215,6 +215,8 @@ CREATE TABLE yuxi.agent_run_attempts (
     lease_token  uuid NOT NULL UNIQUE,
     started_at   timestamptz NOT NULL,
     ended_at     timestamptz,
+    -- why it ended, when there is more to say than the outcome (release reason, lease loss)
+    detail       text,
     outcome      text CHECK (outcome IN
                      ('completed', 'failed', 'cancelled', 'interrupted', 'released', 'lease_expired')),
     PRIMARY KEY (run_id, attempt_no),

@@ -113,48 +113,89 @@ LANGUAGE sql STABLE AS $$
     WHERE r.request_id = p_request_id
 $$;
 
+-- The request view for its owner (p_uid) or an operator (NULL); not_found otherwise.
+CREATE FUNCTION yuxi.request_get(p_request_id text, p_uid uuid DEFAULT NULL) RETURNS yuxi.request_info
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM yuxi.agent_run_requests
+                   WHERE request_id = p_request_id AND (p_uid IS NULL OR uid = p_uid)) THEN
+        RAISE EXCEPTION 'request % not found', p_request_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN yuxi.request_view(p_request_id);
+END;
+$$;
+
+-- A run for its owner (p_uid) or an operator (NULL); not_found otherwise.
+CREATE FUNCTION yuxi.run_get(p_run_id uuid, p_uid uuid DEFAULT NULL) RETURNS yuxi.agent_runs
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id AND (p_uid IS NULL OR uid = p_uid);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run % not found', p_run_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN v_run;
+END;
+$$;
+
 -- The queue state of every live thread: what an operator looks at first.
+-- `stalled` (an idle thread holding a backlog without a pause) is only reachable by
+-- hand; thread_continue dispatches it like a paused one.
 CREATE VIEW yuxi.thread_queues AS
-SELECT c.thread_id,
-       c.uid,
+SELECT q.thread_id,
+       q.uid,
        CASE
-           WHEN lr.status IN ('pending', 'running', 'cancel_requested') THEN 'running'
-           WHEN lr.status = 'interrupted' THEN 'interrupted'
-           WHEN c.paused_by_run_id IS NOT NULL THEN 'paused'
+           WHEN q.busy THEN 'running'
+           WHEN q.last_run_status = 'interrupted' THEN 'interrupted'
+           WHEN q.paused_by_run_id IS NOT NULL OR q.queued_count > 0 THEN 'paused'
            ELSE 'ready'
        END AS status,
        CASE
-           WHEN lr.status = 'interrupted' THEN 'run_interrupted'
-           WHEN lr.status IN ('pending', 'running', 'cancel_requested') THEN NULL
-           WHEN c.paused_by_run_id IS NOT NULL THEN 'run_' || pr.status
+           WHEN q.busy THEN NULL
+           WHEN q.last_run_status = 'interrupted' THEN 'run_interrupted'
+           WHEN q.paused_by_run_id IS NOT NULL THEN 'run_' || q.paused_by_status
+           WHEN q.queued_count > 0 THEN 'stalled'
        END AS paused_reason,
        CASE
-           WHEN lr.status IN ('pending', 'running', 'cancel_requested', 'interrupted') THEN lr.run_id
-           ELSE c.paused_by_run_id
+           WHEN q.busy OR q.last_run_status = 'interrupted' THEN q.last_run_id
+           ELSE q.paused_by_run_id
        END AS blocking_run_id,
-       (c.paused_by_run_id IS NOT NULL
-        AND coalesce(lr.status NOT IN ('pending', 'running', 'cancel_requested', 'interrupted'), true))
-           AS can_continue,
-       (SELECT count(*) FROM yuxi.agent_run_requests q
-        WHERE q.thread_id = c.thread_id AND q.status = 'queued') AS queued_count,
-       lr.run_id AS last_run_id,
-       lr.status AS last_run_status
-FROM yuxi.conversations c
-LEFT JOIN yuxi.agent_runs lr ON lr.run_id = c.last_run_id
-LEFT JOIN yuxi.agent_runs pr ON pr.run_id = c.paused_by_run_id
-WHERE c.status = 'active';
+       (NOT q.busy AND q.last_run_status IS DISTINCT FROM 'interrupted'
+        AND (q.paused_by_run_id IS NOT NULL OR q.queued_count > 0)) AS can_continue,
+       q.queued_count,
+       q.last_run_id,
+       q.last_run_status
+FROM (
+    SELECT c.thread_id, c.uid, c.paused_by_run_id, pr.status AS paused_by_status,
+           lr.run_id AS last_run_id, lr.status AS last_run_status,
+           coalesce(lr.status IN ('pending', 'running', 'cancel_requested'), false) AS busy,
+           (SELECT count(*) FROM yuxi.agent_run_requests r
+            WHERE r.thread_id = c.thread_id AND r.status = 'queued') AS queued_count
+    FROM yuxi.conversations c
+    LEFT JOIN yuxi.agent_runs lr ON lr.run_id = c.last_run_id
+    LEFT JOIN yuxi.agent_runs pr ON pr.run_id = c.paused_by_run_id
+    WHERE c.status = 'active'
+) q;
 
 -- ---------------------------------------------------------------------------------
 -- Delivery
 
 -- Inserts the procrastinate job that delivers a run, in the caller's transaction, so a
 -- pending run always has exactly one waiting delivery and a rolled-back one has none.
--- The queueing lock makes a second waiting delivery of the same run impossible.
+-- The queueing lock makes a second waiting delivery of the same run impossible; a
+-- delivery still waiting is reused. Callers hold the run row (or just created it).
 CREATE FUNCTION yuxi.run_deliver(p_run_id uuid) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_job_id bigint;
 BEGIN
+    SELECT id INTO v_job_id FROM public.procrastinate_jobs
+    WHERE queueing_lock = 'run:' || p_run_id::text AND status = 'todo';
+    IF FOUND THEN
+        UPDATE yuxi.agent_runs SET delivery_job_id = v_job_id WHERE run_id = p_run_id;
+        RETURN v_job_id;
+    END IF;
     v_job_id := (public.procrastinate_defer_jobs_v1(ARRAY[
         ROW('yuxi_runs', 'execute_run', 0, NULL, 'run:' || p_run_id::text,
             jsonb_build_object('run_id', p_run_id::text), NULL)::public.procrastinate_job_to_defer_v1
@@ -238,6 +279,14 @@ BEGIN
     END IF;
     IF p_tool_approval_mode IS NOT NULL AND p_tool_approval_mode NOT IN ('auto', 'ask') THEN
         RAISE EXCEPTION 'tool_approval_mode must be auto or ask, not %', p_tool_approval_mode
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF p_request_id IS NOT NULL AND p_request_id !~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$' THEN
+        RAISE EXCEPTION 'request_id must be 1-128 characters of letters, digits and . _ : - (starting with a letter or digit)'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF p_source IS NULL OR p_source NOT IN ('api', 'schedule', 'psql') THEN
+        RAISE EXCEPTION 'source must be api, schedule or psql, not %', coalesce(p_source, 'null')
             USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
 
@@ -403,7 +452,10 @@ BEGIN
         RAISE EXCEPTION 'thread % has run % in progress', p_thread_id, v_conv.last_run_id
             USING ERRCODE = 'YQ003', HINT = 'run_busy';
     END IF;
-    IF v_conv.paused_by_run_id IS NULL THEN
+    -- An idle thread with a backlog and no pause is only reachable by hand (e.g. a raw
+    -- UPDATE that cancelled a run); continuing it is the way out, so it is allowed.
+    IF v_conv.paused_by_run_id IS NULL AND NOT EXISTS (
+           SELECT 1 FROM yuxi.agent_run_requests WHERE thread_id = p_thread_id AND status = 'queued') THEN
         RAISE EXCEPTION 'thread %''s backlog is not paused', p_thread_id
             USING ERRCODE = 'YQ009', HINT = 'queue_not_paused';
     END IF;
@@ -483,6 +535,9 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
 BEGIN
+    IF p_lease_seconds IS NULL OR p_lease_seconds <= 0 THEN
+        RAISE EXCEPTION 'lease must be positive' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
     UPDATE yuxi.agent_runs r
     SET lease_expires_at = v_now + make_interval(secs => p_lease_seconds), heartbeat_at = v_now,
         updated_at = v_now
@@ -576,6 +631,8 @@ DECLARE
 BEGIN
     IF p_was_interrupted THEN
         SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id;
+        UPDATE yuxi.messages SET delivery_status = 'cancelled'
+        WHERE id = v_run.input_message_id AND role = 'user';
     ELSE
         UPDATE yuxi.agent_runs SET last_event_seq = last_event_seq + 1
         WHERE run_id = p_run_id RETURNING * INTO v_run;
@@ -590,6 +647,14 @@ BEGIN
         SET delivery_status = CASE v_run.status
                 WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' ELSE 'complete' END
         WHERE id = v_run.input_message_id AND role = 'user';
+    END IF;
+
+    -- Children do not outlive a parent that has ended.
+    IF v_run.status IN ('completed', 'failed', 'cancelled') THEN
+        PERFORM yuxi.run_request_cancel(c.run_id, NULL, v_run.finished_at)
+        FROM yuxi.agent_runs c
+        WHERE c.created_by_run_id = p_run_id AND c.run_type = 'subagent'
+          AND c.status IN ('pending', 'running', 'interrupted');
     END IF;
 
     IF v_run.run_type = 'subagent' THEN
@@ -686,7 +751,7 @@ BEGIN
     UPDATE yuxi.agent_runs
     SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now
     WHERE run_id = p_run_id;
-    UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = 'released'
+    UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = 'released', detail = p_reason
     WHERE run_id = p_run_id AND lease_token = p_token;
     PERFORM yuxi.run_deliver(p_run_id);
     SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id;
@@ -694,8 +759,8 @@ BEGIN
 END;
 $$;
 
--- Asks a run to stop, and its child runs with it. A pending run that no worker has
--- claimed, or an interrupted one, is cancelled at once; a running one becomes
+-- Asks a run to stop, and its child runs with it. A pending run (no worker holds it)
+-- or an interrupted one is cancelled at once; a running one becomes
 -- cancel_requested and its worker is woken; it ends `cancelled` only from there.
 -- Already ending or ended runs are left as they are. Returns the run's status.
 CREATE FUNCTION yuxi.run_request_cancel(
@@ -804,6 +869,10 @@ DECLARE
     v_run_id uuid := gen_random_uuid();
 BEGIN
     v_parent := yuxi.run_lock_leased(p_parent_run_id, p_token, coalesce(p_now, clock_timestamp()));
+    IF v_parent.status <> 'running' THEN
+        RAISE EXCEPTION 'run % is %; it cannot start subagents', p_parent_run_id, v_parent.status
+            USING ERRCODE = 'YT001', HINT = 'illegal_transition';
+    END IF;
     SELECT * INTO v_agent FROM yuxi.agents WHERE slug = p_agent_slug AND is_subagent;
     IF NOT FOUND OR NOT yuxi.agent_visible_to(p_agent_slug, v_parent.uid) THEN
         RAISE EXCEPTION 'subagent % not found', p_agent_slug USING ERRCODE = 'YN001', HINT = 'not_found';
@@ -870,13 +939,19 @@ BEGIN
         FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
 
-        UPDATE yuxi.agent_run_attempts a SET ended_at = v_now, outcome = 'lease_expired'
+        UPDATE yuxi.agent_run_attempts a
+        SET ended_at = v_now, outcome = 'lease_expired',
+            detail = format('the worker %s stopped renewing its lease (expired %s)',
+                            v_run.lease_owner, v_run.lease_expires_at)
         WHERE a.run_id = v_run.run_id AND a.lease_token = v_run.lease_token;
         SELECT a.max_run_attempts INTO v_max FROM yuxi.agents a WHERE a.slug = v_run.agent_slug;
         IF v_run.status = 'cancel_requested' THEN
             UPDATE yuxi.agent_runs r
             SET status = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
-                error_type = 'worker_lease_expired', finished_at = v_now, updated_at = v_now
+                error_type = 'worker_lease_expired',
+                error_message = format('cancelled: the worker %s stopped renewing its lease',
+                                       v_run.lease_owner),
+                finished_at = v_now, updated_at = v_now
             WHERE r.run_id = v_run.run_id;
             PERFORM yuxi.run_settle(v_run.run_id);
         ELSIF v_run.attempt_count < coalesce(v_max, 1) THEN
@@ -924,5 +999,31 @@ BEGIN
         job_id := yuxi.run_deliver(v_candidate);
         RETURN NEXT;
     END LOOP;
+END;
+$$;
+
+-- ---------------------------------------------------------------------------------
+-- Threads
+
+-- Creates a conversation bound to an agent the user can see, in a project the user
+-- owns (or none).
+CREATE FUNCTION yuxi.thread_create(
+    p_uid uuid, p_agent_slug text, p_project_id uuid DEFAULT NULL, p_title text DEFAULT ''
+) RETURNS yuxi.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+BEGIN
+    IF NOT yuxi.agent_visible_to(p_agent_slug, p_uid) THEN
+        RAISE EXCEPTION 'agent % not found', p_agent_slug USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    IF p_project_id IS NOT NULL AND NOT EXISTS (
+           SELECT 1 FROM yuxi.projects WHERE id = p_project_id AND uid = p_uid AND deleted_at IS NULL) THEN
+        RAISE EXCEPTION 'project % not found', p_project_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    INSERT INTO yuxi.conversations (uid, agent_slug, project_id, title)
+    VALUES (p_uid, p_agent_slug, p_project_id, coalesce(p_title, ''))
+    RETURNING * INTO v_conv;
+    RETURN v_conv;
 END;
 $$;

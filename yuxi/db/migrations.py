@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -104,19 +105,25 @@ def _check_recorded(
         if row is not None and row["checksum"] != migration.checksum:
             raise MigrationError(
                 f"migration {migration.name} was edited after it was applied "
-                f"(applied sha256 {str(row['checksum'])[:12]}…, file now {migration.checksum[:12]}…); "
+                f"(applied sha256 {str(row['checksum'])[:12]}…,"
+                f" file now {migration.checksum[:12]}…); "
                 "restore the file and put the change in a new migration"
             )
 
 
-def migrate(url: str, *, progress: Callable[[str], None] | None = None) -> list[str]:
+def migrate(
+    url: str,
+    *,
+    progress: Callable[[str], None] | None = None,
+    directory: Path | None = None,
+) -> list[str]:
     """Applies whatever is missing; returns the names applied (empty when up to date)."""
     say = progress or (lambda _message: None)
-    migrations = load_migrations()
+    migrations = load_migrations(directory)
     procrastinate = _procrastinate_migration()
     applied: list[str] = []
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        _take_migration_lock(conn, say)
         try:
             _ensure_ledger(conn)
             recorded = _recorded(conn)
@@ -125,7 +132,7 @@ def migrate(url: str, *, progress: Callable[[str], None] | None = None) -> list[
             if PROCRASTINATE not in recorded:
                 say("applying procrastinate schema")
                 with conn.transaction():
-                    conn.execute(procrastinate.sql)  # type: ignore[arg-type]
+                    conn.execute(procrastinate.sql)
                     _record(conn, procrastinate)
                 applied.append(PROCRASTINATE)
 
@@ -138,12 +145,31 @@ def migrate(url: str, *, progress: Callable[[str], None] | None = None) -> list[
                     continue
                 say(f"applying {migration.name}")
                 with conn.transaction():
-                    conn.execute(migration.sql)  # type: ignore[arg-type]
+                    conn.execute(migration.sql)
                     _record(conn, migration)
                 applied.append(migration.name)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
     return applied
+
+
+def _take_migration_lock(
+    conn: psycopg.Connection[dict[str, object]], say: Callable[[str], None]
+) -> None:
+    """Waits for the advisory lock by polling, not by blocking: a session blocked in
+    pg_advisory_lock holds a snapshot, and the checkpointer's CREATE INDEX CONCURRENTLY
+    in the lock holder would wait for that snapshot forever."""
+    waited = False
+    while True:
+        row = conn.execute(
+            "SELECT pg_try_advisory_lock(%s) AS ok", (MIGRATION_LOCK_KEY,)
+        ).fetchone()
+        if row is not None and row["ok"]:
+            return
+        if not waited:
+            say("another migration is running; waiting for it")
+            waited = True
+        time.sleep(0.1)
 
 
 def _record(conn: psycopg.Connection[dict[str, object]], migration: Migration) -> None:
@@ -178,9 +204,9 @@ def _setup_checkpointer(conn: psycopg.Connection[dict[str, object]]) -> bool:
     return True
 
 
-def status(url: str) -> list[MigrationStatus]:
+def status(url: str, *, directory: Path | None = None) -> list[MigrationStatus]:
     """Every known and recorded migration with its state."""
-    migrations = [_procrastinate_migration(), *load_migrations()]
+    migrations = [_procrastinate_migration(), *load_migrations(directory)]
     with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
         recorded = _recorded(conn)
     result: list[MigrationStatus] = []
@@ -195,11 +221,16 @@ def status(url: str) -> list[MigrationStatus]:
 
     checkpointer = recorded.get(CHECKPOINTER)
     current = f"v{len(BasePostgresSaver.MIGRATIONS)}"
-    result.insert(1, MigrationStatus(
-        CHECKPOINTER,
-        "applied" if checkpointer is not None and checkpointer["checksum"] == current else "pending",
-        None if checkpointer is None else _when(checkpointer),
-    ))
+    result.insert(
+        1,
+        MigrationStatus(
+            CHECKPOINTER,
+            "applied"
+            if checkpointer is not None and checkpointer["checksum"] == current
+            else "pending",
+            None if checkpointer is None else _when(checkpointer),
+        ),
+    )
     known = {m.name for m in migrations} | {CHECKPOINTER}
     for name in sorted(set(recorded) - known):
         result.append(MigrationStatus(name, "unknown", _when(recorded[name])))

@@ -1,0 +1,236 @@
+"""Claims, leases, the manifest, release and the expired-lease reconciler."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+from psycopg import AsyncConnection
+
+from tests.integration.conftest import World
+from tests.integration.racing import failures, race, successes
+from yuxi.queue.errors import InvalidInput, LeaseLost, ManifestConflict, RunNotClaimable
+from yuxi.queue.events import append_events
+from yuxi.queue.maintenance import reconcile_expired_leases
+from yuxi.queue.models import OutputMessage, RunEvent
+from yuxi.queue.requests import continue_thread, thread_queue
+from yuxi.queue.runs import claim_run, finish_run, release_run, renew_lease, write_manifest
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+FINGERPRINT_A = "a" * 64
+FINGERPRINT_B = "b" * 64
+
+
+async def _pending_run(world: World, thread: UUID | None = None) -> UUID:
+    info = await world.submit(thread or await world.thread(), "work")
+    assert info.run_id is not None
+    return info.run_id
+
+
+async def test_concurrent_claims_exactly_one_wins(world: World) -> None:
+    run_id = await _pending_run(world)
+
+    async def claim(conn: AsyncConnection[Any], i: int) -> Any:
+        return await claim_run(conn, run_id, worker=f"w{i}", lease_seconds=30)
+
+    results = await race(world.url, 30, claim)
+    won = successes(results)
+    assert len(won) == 1
+    assert won[0].attempt_no == 1
+    assert all(isinstance(e, RunNotClaimable) for e in failures(results))
+    assert await world.value("SELECT count(*) FROM yuxi.agent_run_attempts") == 1
+
+
+async def test_release_opens_a_second_attempt_keeping_started_at(world: World) -> None:
+    run_id = await _pending_run(world)
+    first = await world.claim(run_id, now=T0)
+    async with world.pool.connection() as conn:
+        released = await release_run(
+            conn, run_id, first.lease_token, reason="shutdown", now=T0 + timedelta(seconds=5)
+        )
+    assert released.status == "pending"
+    second = await world.claim(run_id, worker="w2", now=T0 + timedelta(seconds=9))
+    assert second.attempt_no == 2
+    assert second.started_at == first.started_at == T0
+    attempts = await world.fetch(
+        "SELECT attempt_no, worker, outcome FROM yuxi.agent_run_attempts ORDER BY attempt_no"
+    )
+    assert attempts == [(1, "w1", "released"), (2, "w2", None)]
+    # a release re-delivers: the old job was taken, a new one waits
+    assert (
+        await world.value(
+            "SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo' AND queueing_lock = %s",
+            f"run:{run_id}",
+        )
+        == 1
+    )  # nothing consumed the first delivery here, so it is reused
+    # the attempt that ended is final, even for a raw UPDATE
+    with pytest.raises(psycopg.Error, match="is final"):
+        await world.execute(
+            "UPDATE yuxi.agent_run_attempts SET outcome = 'failed' WHERE attempt_no = 1"
+        )
+
+
+async def test_stale_and_expired_owners_are_locked_out(world: World) -> None:
+    run_id = await _pending_run(world)
+    stale = await world.claim(run_id, now=T0, lease=10)
+    async with world.pool.connection() as conn:
+        await release_run(conn, run_id, stale.lease_token, now=T0 + timedelta(seconds=1))
+    current = await world.claim(run_id, worker="w2", now=T0 + timedelta(seconds=2), lease=10)
+    later = T0 + timedelta(seconds=3)
+    expired = T0 + timedelta(seconds=13)
+
+    for token, when in (
+        (stale.lease_token, later),
+        (current.lease_token, expired),
+        (uuid4(), later),
+    ):
+        async with world.pool.connection() as conn:
+            with pytest.raises(LeaseLost):
+                await renew_lease(conn, run_id, token, lease_seconds=10, now=when)
+            with pytest.raises(LeaseLost):
+                await append_events(conn, run_id, token, [RunEvent("metadata")], now=when)
+            with pytest.raises(LeaseLost):
+                await write_manifest(
+                    conn, run_id, token, manifest={}, fingerprint=FINGERPRINT_A, now=when
+                )
+            with pytest.raises(LeaseLost):
+                await finish_run(
+                    conn,
+                    run_id,
+                    token,
+                    status="completed",
+                    messages=[OutputMessage("assistant", "x")],
+                    now=when,
+                )
+            with pytest.raises(LeaseLost):
+                await release_run(conn, run_id, token, now=when)
+    # the rightful holder, in time, still can, but not with a nonsensical lease
+    async with world.pool.connection() as conn:
+        with pytest.raises(InvalidInput):
+            await renew_lease(conn, run_id, current.lease_token, lease_seconds=-5, now=later)
+    async with world.pool.connection() as conn:
+        state = await renew_lease(conn, run_id, current.lease_token, lease_seconds=10, now=later)
+    assert state.status == "running"
+    assert state.lease_expires_at == later + timedelta(seconds=10)
+    assert await world.value("SELECT count(*) FROM yuxi.run_events") == 0
+
+
+async def test_manifest_is_write_once(world: World) -> None:
+    run_id = await _pending_run(world)
+    claimed = await world.claim(run_id)
+    async with world.pool.connection() as conn:
+        stored = await write_manifest(
+            conn, run_id, claimed.lease_token, manifest={"v": 2, "x": 1}, fingerprint=FINGERPRINT_A
+        )
+        assert stored == FINGERPRINT_A
+        # same fingerprint again (a retry that derived the same manifest) is accepted
+        await write_manifest(
+            conn, run_id, claimed.lease_token, manifest={"v": 2, "x": 1}, fingerprint=FINGERPRINT_A
+        )
+        with pytest.raises(ManifestConflict):
+            await write_manifest(
+                conn,
+                run_id,
+                claimed.lease_token,
+                manifest={"v": 2, "x": 2},
+                fingerprint=FINGERPRINT_B,
+            )
+    assert await world.fetch("SELECT manifest, manifest_fingerprint FROM yuxi.agent_runs") == [
+        ({"v": 2, "x": 1}, FINGERPRINT_A)
+    ]
+    with pytest.raises(psycopg.Error, match="write-once"):
+        await world.execute("UPDATE yuxi.agent_runs SET manifest_fingerprint = %s", FINGERPRINT_B)
+
+
+async def test_concurrent_reconcilers_fail_an_expired_run_once(world: World) -> None:
+    thread = await world.thread()
+    run_id = await _pending_run(world, thread)
+    backlog = await world.submit(thread, "next")
+    await world.claim(run_id, worker="dead", now=T0, lease=10)
+    after = T0 + timedelta(seconds=11)
+
+    async def reconcile(conn: AsyncConnection[Any], i: int) -> Any:
+        return await reconcile_expired_leases(conn, now=after)
+
+    results = await race(world.url, 8, reconcile)
+    assert failures(results) == []
+    handled = [run for batch in results for run in batch]
+    assert [(r.run_id, r.status) for r in handled] == [(run_id, "failed")]
+    row = await world.fetch(
+        "SELECT r.status, r.error_type, m.delivery_status, a.outcome FROM yuxi.agent_runs r"
+        " JOIN yuxi.messages m ON m.id = r.input_message_id"
+        " JOIN yuxi.agent_run_attempts a ON a.run_id = r.run_id WHERE r.run_id = %s",
+        run_id,
+    )
+    assert row == [("failed", "worker_lease_expired", "failed", "lease_expired")]
+    assert (
+        await world.value(
+            "SELECT count(*) FROM yuxi.run_events WHERE run_id = %s AND event = 'end'", run_id
+        )
+        == 1
+    )
+    async with world.pool.connection() as conn:
+        queue = await thread_queue(conn, thread)
+        assert queue is not None
+        assert (queue.status, queue.paused_reason, queue.blocking_run_id, queue.can_continue) == (
+            "paused",
+            "run_failed",
+            run_id,
+            True,
+        )
+        dispatched = await continue_thread(conn, thread, uid=world.alice)
+    assert dispatched is not None
+    assert (
+        await world.value(
+            "SELECT dispatched_run_id FROM yuxi.agent_run_requests WHERE request_id = %s",
+            backlog.request_id,
+        )
+        == dispatched
+    )
+
+
+async def test_unexpired_leases_are_left_alone(world: World) -> None:
+    run_id = await _pending_run(world)
+    await world.claim(run_id, now=T0, lease=10)
+    async with world.pool.connection() as conn:
+        assert await reconcile_expired_leases(conn, now=T0 + timedelta(seconds=9)) == []
+    assert await world.value("SELECT status FROM yuxi.agent_runs") == "running"
+
+
+async def test_retry_budget_releases_instead_of_failing(world: World) -> None:
+    await world.execute("UPDATE yuxi.agents SET max_run_attempts = 2 WHERE slug = 'chatbot'")
+    run_id = await _pending_run(world)
+    await world.claim(run_id, now=T0, lease=10)
+    async with world.pool.connection() as conn:
+        first = await reconcile_expired_leases(conn, now=T0 + timedelta(seconds=11))
+    assert [(r.run_id, r.status) for r in first] == [(run_id, "pending")]
+    second_claim = await world.claim(run_id, now=T0 + timedelta(seconds=12), lease=10)
+    assert second_claim.attempt_no == 2
+    async with world.pool.connection() as conn:
+        second = await reconcile_expired_leases(conn, now=T0 + timedelta(seconds=30))
+    assert [(r.run_id, r.status) for r in second] == [(run_id, "failed")]
+
+
+async def test_events_are_gap_free_under_concurrent_appends(world: World) -> None:
+    run_id = await _pending_run(world)
+    claimed = await world.claim(run_id)
+
+    async def append(conn: AsyncConnection[Any], i: int) -> Any:
+        events = [RunEvent("messages", {"i": i, "k": k}) for k in range(3)]
+        return await append_events(conn, run_id, claimed.lease_token, events)
+
+    results = await race(world.url, 20, append)
+    assert failures(results) == []
+    assert sorted(results) == [3 * (i + 1) for i in range(20)]  # type: ignore[type-var]
+    await world.complete(claimed)
+    seqs = await world.fetch("SELECT seq, event FROM yuxi.run_events ORDER BY seq")
+    assert [s for s, _ in seqs] == list(range(1, 62))
+    assert [e for _, e in seqs].count("end") == 1
+    assert seqs[-1][1] == "end"
+    async with world.pool.connection() as conn:
+        with pytest.raises(InvalidInput, match="end event"):
+            await append_events(conn, run_id, claimed.lease_token, [RunEvent("end")])

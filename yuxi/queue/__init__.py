@@ -1,0 +1,1 @@
+"""Thin async wrappers over yuxi's SQL functions: one Python function per SQL function."""
