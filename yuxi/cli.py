@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 import click
 
@@ -38,6 +40,31 @@ def main() -> None:
     YUXI_DATABASE_URL (an external PostgreSQL; the embedded one under YUXI_HOME
     otherwise), YUXI_HOST and YUXI_PORT.
     """
+
+
+@main.command()
+def up() -> None:
+    """Start PostgreSQL (embedded unless YUXI_DATABASE_URL is set), migrate it and keep
+    it running until Ctrl-C. Restarting keeps all data."""
+    settings = _settings()
+    where = (
+        "external database"
+        if settings.database_url
+        else f"embedded PostgreSQL in {settings.pgdata}"
+    )
+    click.echo(f"starting {where}", err=True)
+    url = _url(settings)
+    try:
+        migrate(url, progress=lambda message: click.echo(message, err=True))
+    except MigrationError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"database ready: {url}")
+    click.echo("press Ctrl-C to stop", err=True)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    stop.wait()
+    click.echo("stopped", err=True)
 
 
 @main.group()
