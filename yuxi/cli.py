@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
 import signal
 import sys
 import threading
@@ -65,6 +68,30 @@ def up() -> None:
         signal.signal(signum, lambda *_: stop.set())
     stop.wait()
     click.echo("stopped", err=True)
+
+
+@main.command()
+def worker() -> None:
+    """Run a worker: execute runs delivered from the queue, reconcile expired leases and
+    re-deliver lost deliveries. Run as many as you like against one PostgreSQL.
+
+    SIGINT/SIGTERM stop taking runs; running ones get YUXI_SHUTDOWN_GRACE_SECONDS to
+    finish and are then released for another worker.
+    """
+    from yuxi.worker.app import run_worker
+
+    settings = _settings()
+    url = _url(settings)
+    _configure_logging()
+    click.echo(f"worker running ({settings.worker_concurrency} at once); Ctrl-C to stop", err=True)
+    asyncio.run(run_worker(url, settings))
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(
+        level=os.environ.get("YUXI_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
 
 
 @main.group()

@@ -7,6 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+
+
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if raw is None or raw == "":
@@ -31,6 +41,13 @@ class Settings:
     port: int = 8000
     pool_min_size: int = 1
     pool_max_size: int = 10
+    # worker: runs executed at once, lease length and renewal, shutdown grace
+    worker_concurrency: int = 8
+    lease_seconds: float = 60.0
+    lease_renew_seconds: float = 10.0
+    shutdown_grace_seconds: float = 30.0
+    # how often the lease reconciler and the recovery scan run (1-59 s)
+    maintenance_seconds: int = 5
 
     @property
     def pgdata(self) -> Path:
@@ -47,4 +64,26 @@ class Settings:
             port=_env_int("YUXI_PORT", 8000),
             pool_min_size=_env_int("YUXI_POOL_MIN_SIZE", 1),
             pool_max_size=_env_int("YUXI_POOL_MAX_SIZE", 10),
-        )
+            worker_concurrency=_env_int("YUXI_WORKER_CONCURRENCY", 8),
+            lease_seconds=_env_float("YUXI_LEASE_SECONDS", 60.0),
+            lease_renew_seconds=_env_float("YUXI_LEASE_RENEW_SECONDS", 10.0),
+            shutdown_grace_seconds=_env_float("YUXI_SHUTDOWN_GRACE_SECONDS", 30.0),
+            maintenance_seconds=_env_int("YUXI_MAINTENANCE_SECONDS", 5),
+        ).validated()
+
+    def validated(self) -> Settings:
+        """Refuses combinations that cannot work, naming the variable to fix."""
+        if not 1 <= self.worker_concurrency <= 1000:
+            raise SettingsError("YUXI_WORKER_CONCURRENCY must be between 1 and 1000")
+        if self.lease_seconds <= 0 or self.lease_renew_seconds <= 0:
+            raise SettingsError("YUXI_LEASE_SECONDS and YUXI_LEASE_RENEW_SECONDS must be positive")
+        if self.lease_renew_seconds >= self.lease_seconds:
+            raise SettingsError(
+                "YUXI_LEASE_RENEW_SECONDS must be shorter than YUXI_LEASE_SECONDS"
+                f" ({self.lease_renew_seconds} >= {self.lease_seconds})"
+            )
+        if not 1 <= self.maintenance_seconds <= 59:
+            raise SettingsError("YUXI_MAINTENANCE_SECONDS must be between 1 and 59")
+        if self.pool_min_size < 0 or self.pool_max_size < max(self.pool_min_size, 1):
+            raise SettingsError("YUXI_POOL_MAX_SIZE must be at least YUXI_POOL_MIN_SIZE and 1")
+        return self

@@ -773,7 +773,12 @@ DECLARE
     v_child uuid;
 BEGIN
     v_run := yuxi.run_lock(p_run_id, p_uid);
-    IF v_run.status IN ('pending', 'interrupted') THEN
+    -- An interrupted run that was already resumed no longer holds the thread: its
+    -- resume run carries on and is what a caller wants to cancel.
+    IF v_run.status = 'pending'
+       OR (v_run.status = 'interrupted' AND NOT EXISTS (
+               SELECT 1 FROM yuxi.agent_runs WHERE created_by_run_id = p_run_id AND run_type = 'resume'))
+    THEN
         UPDATE yuxi.agent_runs
         SET status = 'cancelled', cancel_requested_at = v_now, finished_at = v_now, updated_at = v_now
         WHERE run_id = p_run_id;

@@ -193,7 +193,10 @@ async def test_a_backlog_stalled_by_hand_can_be_continued(world: World) -> None:
         )
         run_id = await continue_thread(conn, thread)
     assert run_id is not None
-    assert await world.value(
-        "SELECT dispatched_run_id FROM yuxi.agent_run_requests WHERE request_id = %s",
-        second.request_id,
-    ) == run_id
+    assert (
+        await world.value(
+            "SELECT dispatched_run_id FROM yuxi.agent_run_requests WHERE request_id = %s",
+            second.request_id,
+        )
+        == run_id
+    )

@@ -17,7 +17,7 @@ from yuxi.queue.errors import (
     RunInterrupted,
     RunNotInterrupted,
 )
-from yuxi.queue.runs import resume_run
+from yuxi.queue.runs import request_cancel, resume_run
 
 
 async def _interrupted_thread(world: World) -> tuple[UUID, UUID]:
@@ -111,3 +111,22 @@ async def test_resume_checks_owner_and_request_id(world: World) -> None:
         with pytest.raises(RequestIdConflict):
             await resume_run(conn, run_id, resume="x", uid=world.alice, request_id=taken[0][0])
     assert thread is not None
+
+
+async def test_cancelling_an_already_resumed_run_changes_nothing(world: World) -> None:
+    thread, run_id = await _interrupted_thread(world)
+    async with world.pool.connection() as conn:
+        resumed = await resume_run(conn, run_id, resume="a", uid=world.alice)
+    await world.submit(thread, "queued behind the resume")
+    async with world.pool.connection() as conn:
+        assert await request_cancel(conn, run_id, uid=world.alice) == "interrupted"
+    assert resumed.run_id is not None
+    await world.complete(await world.claim(resumed.run_id))
+    # the queue moved on: the request behind the resume run was dispatched
+    assert (
+        await world.value(
+            "SELECT count(*) FROM yuxi.agent_runs WHERE thread_id = %s AND status = 'pending'",
+            thread,
+        )
+        == 1
+    )

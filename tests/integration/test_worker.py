@@ -1,0 +1,283 @@
+"""Runs executed end to end by a real worker: procrastinate delivery, lease, manifest,
+LangGraph with the PostgreSQL checkpointer, events, messages."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+from tests.integration.conftest import World
+from tests.integration.worker_harness import completed, running_worker, wait_for_status
+from yuxi.queue.runs import release_run, request_cancel, resume_run, write_manifest
+from yuxi.runtime.manifest import canonical_json, manifest_fingerprint
+
+
+async def _reply(world: World, run_id: object) -> str:
+    return str(
+        await world.value(
+            "SELECT m.content FROM yuxi.agent_runs r"
+            " JOIN yuxi.messages m ON m.id = r.output_message_id WHERE r.run_id = %s",
+            run_id,
+        )
+    )
+
+
+async def test_echo_runs_end_to_end(world: World, db_url: str, tmp_path: Path) -> None:
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path):
+        info = await world.submit(thread, "hello there")
+        await completed(world, info.run_id)
+    assert await _reply(world, info.run_id) == "echo: hello there"
+    events = await world.fetch(
+        "SELECT seq, event, payload FROM yuxi.run_events WHERE run_id = %s ORDER BY seq",
+        info.run_id,
+    )
+    names = [event for _, event, _ in events]
+    assert names[0] == "metadata" and names[-1] == "end" and names.count("end") == 1
+    assert [seq for seq, _, _ in events] == list(range(1, len(events) + 1))
+    streamed = "".join(
+        chunk["text"]
+        for _, event, payload in events
+        if event == "messages"
+        for chunk in payload["chunks"]
+    )
+    assert streamed == "echo: hello there"
+    assert events[0][2]["model"] == "builtin:scripted"
+    manifest, fingerprint = (
+        await world.fetch(
+            "SELECT manifest, manifest_fingerprint FROM yuxi.agent_runs WHERE run_id = %s",
+            info.run_id,
+        )
+    )[0]
+    assert manifest_fingerprint(manifest) == fingerprint
+    assert await world.fetch(
+        "SELECT role, delivery_status FROM yuxi.messages WHERE thread_id = %s ORDER BY id", thread
+    ) == [("user", "complete"), ("assistant", None)]
+
+
+async def test_fifo_backlog_drains_through_the_worker(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    thread = await world.thread()
+    infos = [await world.submit(thread, f"message {i}") for i in range(5)]
+    async with running_worker(db_url, tmp_path):
+        for info in infos:
+            request = await world.fetch(
+                "SELECT dispatched_run_id FROM yuxi.agent_run_requests WHERE request_id = %s",
+                info.request_id,
+            )
+            deadline = time.monotonic() + 20
+            while request[0][0] is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+                request = await world.fetch(
+                    "SELECT dispatched_run_id FROM yuxi.agent_run_requests WHERE request_id = %s",
+                    info.request_id,
+                )
+            await completed(world, request[0][0])
+    replies = await world.fetch(
+        "SELECT content FROM yuxi.messages WHERE thread_id = %s AND role = 'assistant' ORDER BY id",
+        thread,
+    )
+    assert [r for (r,) in replies] == [f"echo: message {i}" for i in range(5)]
+
+
+async def test_cancel_mid_sleep_ends_within_two_seconds(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path, lease_renew_seconds=3.0):
+        info = await world.submit(thread, "/sleep 30")
+        await wait_for_status(world, info.run_id, {"running"})
+        await asyncio.sleep(0.5)  # well inside the model's sleep
+        started = time.monotonic()
+        async with world.pool.connection() as conn:
+            assert info.run_id is not None
+            assert await request_cancel(conn, info.run_id, uid=world.alice) == "cancel_requested"
+        assert await wait_for_status(world, info.run_id) == "cancelled"
+        assert time.monotonic() - started < 2.0
+    assert (
+        await world.value(
+            "SELECT count(*) FROM yuxi.run_events WHERE run_id = %s AND event = 'end'", info.run_id
+        )
+        == 1
+    )
+
+
+async def test_fail_directive_fails_the_run_and_pauses_the_backlog(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path):
+        info = await world.submit(thread, "/fail the model broke")
+        await world.submit(thread, "queued behind it")
+        assert await wait_for_status(world, info.run_id) == "failed"
+    row = await world.fetch(
+        "SELECT error_type, error_message FROM yuxi.agent_runs WHERE run_id = %s", info.run_id
+    )
+    assert row[0][0] == "ScriptedModelError" and "the model broke" in row[0][1]
+    assert (
+        await world.value("SELECT status FROM yuxi.thread_queues WHERE thread_id = %s", thread)
+        == "paused"
+    )
+    errors = await world.fetch(
+        "SELECT payload FROM yuxi.run_events WHERE run_id = %s AND event = 'error'", info.run_id
+    )
+    assert errors == [({"error_type": "ScriptedModelError", "message": "the model broke"},)]
+
+
+async def test_tool_directive_calls_the_calculator(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path):
+        info = await world.submit(thread, '/tool calculator {"expression": "2+3"}')
+        await completed(world, info.run_id)
+    assert await _reply(world, info.run_id) == "tool calculator returned: 5"
+    tools = await world.fetch(
+        "SELECT payload->>'type' FROM yuxi.run_events"
+        " WHERE run_id = %s AND event = 'tool' ORDER BY seq",
+        info.run_id,
+    )
+    assert [t for (t,) in tools] == ["call", "result"]
+    roles = await world.fetch(
+        "SELECT role FROM yuxi.messages WHERE run_id = %s ORDER BY id", info.run_id
+    )
+    assert [r for (r,) in roles] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_ask_interrupts_and_resume_answers(world: World, db_url: str, tmp_path: Path) -> None:
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path):
+        info = await world.submit(thread, "/ask What is your name?")
+        assert await wait_for_status(world, info.run_id) == "interrupted"
+        interrupt = await world.value(
+            "SELECT payload FROM yuxi.run_events WHERE run_id = %s AND event = 'interrupt'",
+            info.run_id,
+        )
+        assert interrupt["interrupts"][0]["value"]["question"] == "What is your name?"
+        assert info.run_id is not None
+        async with world.pool.connection() as conn:
+            resumed = await resume_run(conn, info.run_id, resume="Ada", uid=world.alice)
+        await completed(world, resumed.run_id)
+    assert await _reply(world, resumed.run_id) == "you answered: Ada"
+
+
+async def test_approval_mode_ask_approve_and_reject(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    thread = await world.thread()
+    directive = '/tool calculator {"expression": "6*7"}'
+    async with running_worker(db_url, tmp_path):
+        for decision, expected in (
+            ("approve", "tool calculator returned: 42"),
+            ("reject", "failed"),
+        ):
+            info = await world.submit(thread, directive, tool_approval_mode="ask")
+            assert await wait_for_status(world, info.run_id) == "interrupted"
+            interrupt = await world.value(
+                "SELECT payload FROM yuxi.run_events WHERE run_id = %s AND event = 'interrupt'",
+                info.run_id,
+            )
+            request = interrupt["interrupts"][0]["value"]["action_requests"][0]
+            assert (request["name"], request["args"]) == ("calculator", {"expression": "6*7"})
+            assert info.run_id is not None
+            async with world.pool.connection() as conn:
+                resumed = await resume_run(
+                    conn, info.run_id, resume={"decision": decision}, uid=world.alice
+                )
+            await completed(world, resumed.run_id)
+            assert expected in await _reply(world, resumed.run_id)
+    # the rejected call never ran: no successful calculator result after the reject
+    results = await world.fetch(
+        "SELECT payload->>'status' FROM yuxi.run_events e"
+        " JOIN yuxi.agent_runs r ON r.run_id = e.run_id WHERE r.thread_id = %s"
+        " AND e.event = 'tool' AND e.payload->>'type' = 'result' ORDER BY r.id, e.seq",
+        thread,
+    )
+    assert [s for (s,) in results] == ["success", "error"]
+
+
+async def test_manifest_holds_no_prompt_text(world: World, db_url: str, tmp_path: Path) -> None:
+    await world.execute(
+        "UPDATE yuxi.agents SET config_json = %s WHERE slug = 'chatbot'",
+        json.dumps(
+            {"context": {"model": "builtin:scripted", "system_prompt": "HIDDEN-PROMPT-TEXT"}}
+        ),
+    )
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path):
+        info = await world.submit(thread, "hi")
+        await completed(world, info.run_id)
+    manifest = await world.value(
+        "SELECT manifest FROM yuxi.agent_runs WHERE run_id = %s", info.run_id
+    )
+    assert "HIDDEN-PROMPT-TEXT" not in canonical_json(manifest)
+
+
+class SlowCatalog:
+    """Resources that take a while to list: a cancel arrives during preparation."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+
+    async def accessible(self, kind: str, uid: object) -> list[str]:
+        self.entered.set()
+        await asyncio.sleep(30)
+        return []
+
+    async def skill_dependencies(self, uid: object) -> dict[str, list[str]]:
+        return {}
+
+    async def visible_subagents(self, uid: object) -> list[str]:
+        return []
+
+
+async def test_cancel_during_preparation_never_executes(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    catalog = SlowCatalog()
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path, catalog=catalog):
+        info = await world.submit(thread, "never answered")
+        await asyncio.wait_for(catalog.entered.wait(), timeout=20)
+        assert info.run_id is not None
+        async with world.pool.connection() as conn:
+            await request_cancel(conn, info.run_id, uid=world.alice)
+        assert await wait_for_status(world, info.run_id, within=5) == "cancelled"
+    row = await world.fetch(
+        "SELECT manifest IS NULL, output_message_id IS NULL FROM yuxi.agent_runs WHERE run_id = %s",
+        info.run_id,
+    )
+    assert row == [(True, True)]
+    assert (
+        await world.value("SELECT count(*) FROM checkpoints WHERE thread_id = %s", str(thread)) == 0
+    )
+    assert await world.value("SELECT count(*) FROM yuxi.messages WHERE role = 'assistant'") == 0
+
+
+async def test_a_retry_with_a_changed_configuration_fails_explicitly(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    thread = await world.thread()
+    info = await world.submit(thread, "hello")
+    assert info.run_id is not None
+    # a first attempt commits its manifest, then its worker gives the run back
+    first = await world.claim(info.run_id)
+    async with world.pool.connection() as conn:
+        await write_manifest(
+            conn,
+            info.run_id,
+            first.lease_token,
+            manifest={"version": 2, "old": True},
+            fingerprint="0" * 64,
+        )
+        await release_run(conn, info.run_id, first.lease_token, reason="test")
+    async with running_worker(db_url, tmp_path):
+        assert await wait_for_status(world, info.run_id) == "failed"
+    row = await world.fetch(
+        "SELECT error_type, manifest, manifest_fingerprint FROM yuxi.agent_runs WHERE run_id = %s",
+        info.run_id,
+    )
+    assert row == [("manifest_conflict", {"version": 2, "old": True}, "0" * 64)]

@@ -1,0 +1,38 @@
+"""BaseAgent: what every agent backend provides."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+
+from yuxi.agents.context import BaseContext
+
+
+class BaseAgent:
+    """An agent backend. Subclasses set the class attributes and build the graph from a
+    prepared Context; they never read configuration from anywhere else."""
+
+    backend_id: ClassVar[str]
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    context_schema: ClassVar[type[BaseContext]] = BaseContext
+    # fixed UI affordances (e.g. "file_upload", "files"), not runtime state
+    capabilities: ClassVar[tuple[str, ...]] = ()
+
+    async def get_graph(
+        self, context: BaseContext, *, checkpointer: BaseCheckpointSaver[Any] | None = None
+    ) -> CompiledStateGraph[Any, Any, Any, Any]:
+        """The graph for one run, built from the prepared ``context``."""
+        raise NotImplementedError
+
+    def get_info(self) -> dict[str, Any]:
+        """Static description of the backend, with its configuration form."""
+        return {
+            "backend_id": self.backend_id,
+            "name": self.name,
+            "description": self.description,
+            "capabilities": list(self.capabilities),
+            "configurable_items": self.context_schema.get_configurable_items(),
+        }

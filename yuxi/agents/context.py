@@ -1,0 +1,178 @@
+"""Context: an agent's configuration schema and, prepared, the object one run executes with.
+
+Field metadata drives the configuration form an API client renders
+(``get_configurable_items``): ``name``, ``description``, ``options``, ``kind``,
+``configurable`` (default True) and ``hide`` (default False). Only configurable fields
+are loaded from an agent's stored ``config_json.context``; identity and runtime fields
+are set by the worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+def _meta(
+    name: str,
+    description: str,
+    *,
+    kind: str = "text",
+    options: list[str] | None = None,
+    configurable: bool = True,
+    hide: bool = False,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": description,
+        "kind": kind,
+        "options": options,
+        "configurable": configurable,
+        "hide": hide,
+    }
+
+
+def _runtime(description: str) -> dict[str, Any]:
+    return _meta(description, description, kind="runtime", configurable=False, hide=True)
+
+
+@dataclass(kw_only=True)
+class BaseContext:
+    """Fields every agent has. Resource lists: ``None`` = everything the user may use,
+    a list = those (∩ what the user may use), ``[]`` = none."""
+
+    system_prompt: str = field(
+        default="You are a helpful assistant.",
+        metadata=_meta("System prompt", "Instructions the model always sees", kind="prompt"),
+    )
+    model: str = field(
+        default="",
+        metadata=_meta(
+            "Model", "provider:model, e.g. builtin:scripted or openai:gpt-4o-mini", kind="llm"
+        ),
+    )
+    tools: list[str] | None = field(
+        default=None, metadata=_meta("Tools", "Built-in tools the agent may call", kind="tools")
+    )
+    knowledges: list[str] | None = field(
+        default=None,
+        metadata=_meta("Knowledge bases", "Knowledge bases the agent may query", kind="knowledges"),
+    )
+    mcps: list[str] | None = field(
+        default=None,
+        metadata=_meta("MCP servers", "MCP servers whose tools are enabled", kind="mcps"),
+    )
+    skills: list[str] | None = field(
+        default=None, metadata=_meta("Skills", "Skills the agent may activate", kind="skills")
+    )
+    summary_threshold: int = field(
+        default=120,
+        metadata=_meta(
+            "Summary threshold",
+            "Summarise older history once the conversation has this many messages",
+            kind="number",
+        ),
+    )
+    summary_prompt: str = field(
+        default="", metadata=_meta("Summary prompt", "Prompt used to summarise", kind="prompt")
+    )
+    summary_keep_messages: int = field(
+        default=20,
+        metadata=_meta(
+            "Messages kept", "Recent messages kept verbatim after a summary", kind="number"
+        ),
+    )
+    summary_tool_result_token_limit: int = field(
+        default=2000,
+        metadata=_meta(
+            "Tool result preview", "Token limit of a tool result inside a summary", kind="number"
+        ),
+    )
+    max_execution_steps: int = field(
+        default=50,
+        metadata=_meta(
+            "Max steps", "Upper bound on model and tool steps in one run", kind="number"
+        ),
+    )
+    enable_memory: bool = field(
+        default=False,
+        metadata=_meta("Memory", "Read the user's agents/MEMORY.md as reference", kind="bool"),
+    )
+
+    # Set by the worker for one run; never loaded from stored configuration.
+    tool_approval_mode: str = field(
+        default="auto", metadata=_runtime("Tool approval mode of this run (auto or ask)")
+    )
+    uid: str = field(default="", metadata=_runtime("User id"))
+    thread_id: str = field(default="", metadata=_runtime("Conversation id"))
+    run_id: str = field(default="", metadata=_runtime("Run id"))
+    workdir: str = field(default="", metadata=_runtime("Working directory of the conversation"))
+    workspace_prompt: str = field(
+        default="", metadata=_runtime("agents/AGENTS.md and agents/USER.md, appended to the prompt")
+    )
+    memory: str = field(default="", metadata=_runtime("agents/MEMORY.md when enable_memory"))
+
+    RESOURCE_FIELDS: ClassVar[tuple[str, ...]] = ("tools", "knowledges", "mcps", "skills")
+
+    @classmethod
+    def configurable_fields(cls) -> list[dataclasses.Field[Any]]:
+        return [f for f in dataclasses.fields(cls) if f.metadata.get("configurable", True)]
+
+    @classmethod
+    def get_configurable_items(cls) -> list[dict[str, Any]]:
+        """The configuration form: one item per visible configurable field."""
+        items = []
+        for f in cls.configurable_fields():
+            if f.metadata.get("hide", False):
+                continue
+            items.append(
+                {
+                    "key": f.name,
+                    "name": f.metadata.get("name", f.name),
+                    "description": f.metadata.get("description", ""),
+                    "kind": f.metadata.get("kind", "text"),
+                    "type": _type_name(cls, f),
+                    "options": f.metadata.get("options"),
+                    "default": _default(f),
+                }
+            )
+        return items
+
+    def update_from_dict(self, config: dict[str, Any]) -> list[str]:
+        """Loads the configurable fields present in ``config``; returns the keys ignored
+        (unknown, or not configurable)."""
+        allowed = {f.name for f in self.configurable_fields() if not f.metadata.get("hide", False)}
+        ignored = []
+        for key, value in config.items():
+            if key in allowed:
+                setattr(self, key, value)
+            else:
+                ignored.append(key)
+        return ignored
+
+    def configurable_values(self) -> dict[str, Any]:
+        """The values of every configurable field (what a manifest digests)."""
+        return {f.name: getattr(self, f.name) for f in self.configurable_fields()}
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def _type_name(cls: type, f: dataclasses.Field[Any]) -> str:
+    hint = typing.get_type_hints(cls).get(f.name, Any)
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        hint = args[0] if len(args) == 1 else hint
+        origin = typing.get_origin(hint)
+    if origin is list:
+        return "list"
+    return getattr(hint, "__name__", str(hint))

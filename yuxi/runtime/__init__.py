@@ -1,0 +1,1 @@
+"""Executing one run: Context preparation, workspace prompts, manifest, executor, state."""

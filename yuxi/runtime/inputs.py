@@ -1,0 +1,61 @@
+"""Reading what a run needs from the database, and the catalog of resources."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from yuxi.agents.tools import builtin_tool_names
+from yuxi.queue.calls import call_one
+
+
+class ExecutionInput(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.run_execution_input``: the run, its conversation, agent, project."""
+
+    run_id: UUID
+    thread_id: UUID
+    uid: UUID
+    request_id: str
+    run_type: str
+    created_by_run_id: UUID | None
+    agent_slug: str
+    backend_id: str | None
+    agent_config: dict[str, Any] | None
+    agent_updated_at: datetime | None
+    project_id: UUID | None
+    workdir_path: str | None
+    input_text: str | None
+    input_payload: dict[str, Any]
+    identity_error: str | None
+
+
+async def load_execution_input(conn: AsyncConnection[Any], run_id: UUID) -> ExecutionInput:
+    return await call_one(conn, ExecutionInput, "yuxi.run_execution_input(%(r)s)", {"r": run_id})
+
+
+class DatabaseCatalog:
+    """Resources as the database knows them. Tools are the built-ins (every user may use
+    them); knowledge bases, MCP servers and skills have no catalog yet, so none are
+    accessible; subagents are the visible subagent agents."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+        self._pool = pool
+
+    async def accessible(self, kind: str, uid: UUID) -> list[str]:
+        if kind == "tools":
+            return builtin_tool_names()
+        return []
+
+    async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
+        return {}
+
+    async def visible_subagents(self, uid: UUID) -> list[str]:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute("SELECT yuxi.subagents_visible_to(%s)", (uid,))
+            return [row[0] for row in await cur.fetchall()]

@@ -1,0 +1,59 @@
+"""Manifest v2: what a run was prepared with, fingerprinted, written once.
+
+Digests, not content: the configurable fields (with the model override, schema defaults
+and workspace prompts) go into ``config_digest``; prompt text, memory and secrets never
+appear. Identity (user, thread, run, worker) is excluded so a retry of the same run on
+another worker derives the same manifest unless its configuration really changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from yuxi.runtime.inputs import ExecutionInput
+from yuxi.runtime.prepare import PreparedContext
+
+MANIFEST_VERSION = 2
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 kept: one text for one value."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def build_manifest(prepared: PreparedContext, run: ExecutionInput) -> dict[str, Any]:
+    context = prepared.context
+    configurable = context.configurable_values()
+    resources = {kind: list(getattr(context, kind) or []) for kind in context.RESOURCE_FIELDS}
+    subagents = getattr(context, "subagents", None)
+    if subagents is not None:
+        resources["subagents"] = list(subagents)
+    return {
+        "version": MANIFEST_VERSION,
+        "agent": {"slug": run.agent_slug, "backend_id": run.backend_id},
+        "run_type": run.run_type,
+        "model": context.model,
+        "tool_approval_mode": context.tool_approval_mode,
+        "config_digest": sha256_hex(
+            canonical_json(
+                {"configurable": configurable, "workspace_prompt": context.workspace_prompt}
+            )
+        ),
+        "resources": resources,
+        # skill entries (source, version, content hash) come with the skills catalog
+        "skills": [],
+        "preloaded": {
+            f.name: {"sha256": f.sha256, "bytes": f.bytes_read, "truncated": f.truncated}
+            for f in prepared.prompt_files
+        },
+    }
+
+
+def manifest_fingerprint(manifest: dict[str, Any]) -> str:
+    return sha256_hex(canonical_json(manifest))

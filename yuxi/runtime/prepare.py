@@ -1,0 +1,87 @@
+"""prepare_agent_runtime_context: from stored configuration to the Context one run uses."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from yuxi.agents.base import BaseAgent
+from yuxi.agents.context import BaseContext
+from yuxi.runtime.inputs import ExecutionInput
+from yuxi.runtime.resources import (
+    RESOURCE_KINDS,
+    ResourceCatalog,
+    narrow,
+    narrow_subagents,
+    skill_closure,
+)
+from yuxi.runtime.workspace import (
+    MEMORY_FILE,
+    WorkspaceFile,
+    read_prompt_files,
+    read_workspace_file,
+    workspace_prompt,
+)
+
+
+@dataclass
+class PreparedContext:
+    """The Context plus what preparing it read, for the manifest."""
+
+    context: BaseContext
+    prompt_files: list[WorkspaceFile] = field(default_factory=list)
+    ignored_config_keys: list[str] = field(default_factory=list)
+
+
+def user_workspace(home: Path, uid: str) -> Path:
+    """The user's workspace: agents/AGENTS.md, USER.md and MEMORY.md live here."""
+    return home / "workspaces" / uid
+
+
+def conversation_workdir(home: Path, run: ExecutionInput) -> Path:
+    """The project's workdir, or a per-conversation directory in the user's workspace."""
+    if run.workdir_path:
+        return Path(run.workdir_path)
+    return user_workspace(home, str(run.uid)) / "threads" / str(run.thread_id)
+
+
+async def prepare_agent_runtime_context(
+    agent: BaseAgent, run: ExecutionInput, *, catalog: ResourceCatalog, home: Path
+) -> PreparedContext:
+    """Merges the agent's configurable fields, the run's model and approval mode, the run's
+    identity and workdir, the user's workspace prompts, and the resources the user may use
+    (narrowed per the resource rules)."""
+    context = agent.context_schema()
+    stored = (run.agent_config or {}).get("context") or {}
+    ignored = context.update_from_dict(stored if isinstance(stored, dict) else {})
+
+    payload = run.input_payload
+    context.model = str(payload.get("model_spec") or context.model)
+    context.tool_approval_mode = str(payload.get("tool_approval_mode") or "auto")
+    context.uid = str(run.uid)
+    context.thread_id = str(run.thread_id)
+    context.run_id = str(run.run_id)
+    context.workdir = str(conversation_workdir(home, run))
+
+    for kind in RESOURCE_KINDS:
+        accessible = await catalog.accessible(kind, run.uid)
+        setattr(context, kind, narrow(getattr(context, kind), accessible))
+    if context.skills:
+        context.skills = skill_closure(
+            context.skills,
+            await catalog.skill_dependencies(run.uid),
+            await catalog.accessible("skills", run.uid),
+        )
+    if hasattr(context, "subagents"):
+        visible = await catalog.visible_subagents(run.uid)
+        context.subagents = narrow_subagents(context.subagents, visible)
+
+    workspace = user_workspace(home, str(run.uid))
+    # file reads run off the event loop: a slow disk must not stall other runs
+    prompt_files = await asyncio.to_thread(read_prompt_files, workspace)
+    context.workspace_prompt = workspace_prompt(prompt_files)
+    if context.enable_memory:
+        memory = await asyncio.to_thread(read_workspace_file, workspace, MEMORY_FILE)
+        context.memory = memory.text if memory else ""
+    return PreparedContext(context, prompt_files, ignored)

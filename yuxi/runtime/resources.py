@@ -1,0 +1,59 @@
+"""Which resources a run may use: the agent's selection narrowed to the user's access.
+
+Rules (tools, knowledges, mcps, skills): unset = everything the user can access; an
+explicit list = that list ∩ accessible; an explicit empty list = none. ``subagents``:
+unset or empty = every subagent the user can see. Skills are expanded to the closure of
+their dependencies, within what the user can access.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+from uuid import UUID
+
+RESOURCE_KINDS = ("tools", "knowledges", "mcps", "skills")
+
+
+class ResourceCatalog(Protocol):
+    """What exists and who may use it. The database-backed catalog is the production one."""
+
+    async def accessible(self, kind: str, uid: UUID) -> list[str]:
+        """Resource ids of ``kind`` the user may use, in a stable order."""
+        ...
+
+    async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
+        """For each accessible skill, the skills it depends on."""
+        ...
+
+    async def visible_subagents(self, uid: UUID) -> list[str]: ...
+
+
+def narrow(selected: Sequence[str] | None, accessible: Sequence[str]) -> list[str]:
+    """unset → all accessible; a list → the list ∩ accessible (list order, no repeats)."""
+    if selected is None:
+        return list(accessible)
+    allowed = set(accessible)
+    return [item for item in dict.fromkeys(selected) if item in allowed]
+
+
+def narrow_subagents(selected: Sequence[str] | None, visible: Sequence[str]) -> list[str]:
+    """Unset or empty → every visible subagent; a non-empty list narrows."""
+    return narrow(selected or None, visible)
+
+
+def skill_closure(
+    selected: Sequence[str], dependencies: Mapping[str, Sequence[str]], accessible: Sequence[str]
+) -> list[str]:
+    """The selected skills plus everything they depend on, transitively, limited to the
+    accessible ones; selection order first, then dependencies in discovery order."""
+    allowed = set(accessible)
+    closure: dict[str, None] = {}
+    pending = [skill for skill in selected if skill in allowed]
+    while pending:
+        skill = pending.pop(0)
+        if skill in closure:
+            continue
+        closure[skill] = None
+        pending.extend(dep for dep in dependencies.get(skill, ()) if dep in allowed)
+    return list(closure)

@@ -1,0 +1,1 @@
+"""The worker process: procrastinate delivers runs; yuxi executes them under leases."""

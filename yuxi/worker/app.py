@@ -1,0 +1,146 @@
+"""The procrastinate App of a worker process and its tasks.
+
+- ``execute_run(run_id)`` (queue ``yuxi_runs``): delivered by the SQL that makes a run
+  pending; executes it. A duplicate delivery finds the run claimed and does nothing.
+- ``yuxi_reconcile_leases`` and ``yuxi_redeliver_runs`` (queue ``yuxi_maintenance``,
+  periodic): fail or retry runs whose lease expired; re-deliver pending runs whose job
+  vanished. procrastinate defers each periodic slot once across all workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from procrastinate import App, PsycopgConnector
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from yuxi.queue.maintenance import reconcile_expired_leases, redeliver_orphans
+from yuxi.runtime.cancel import CancelWatcher
+from yuxi.runtime.executor import ExecutorSettings, RunExecutor
+from yuxi.runtime.inputs import DatabaseCatalog
+from yuxi.runtime.resources import ResourceCatalog
+from yuxi.settings import Settings
+
+log = logging.getLogger("yuxi.worker")
+
+RUNS_QUEUE = "yuxi_runs"
+MAINTENANCE_QUEUE = "yuxi_maintenance"
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class WorkerRuntime:
+    """What the tasks of one worker process share."""
+
+    pool: AsyncConnectionPool[Any]
+    executor: RunExecutor
+
+
+@asynccontextmanager
+async def open_runtime(
+    url: str,
+    settings: Settings,
+    name: str | None = None,
+    catalog: ResourceCatalog | None = None,
+) -> AsyncIterator[WorkerRuntime]:
+    """Pools, checkpointer and cancel listener for one worker process. ``catalog``
+    replaces the database's resource catalog (for embedding yuxi with other resources)."""
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=max(settings.worker_concurrency + 2, settings.pool_max_size),
+        open=False,
+        kwargs={"autocommit": True},
+    )
+    # AsyncPostgresSaver needs autocommit, no prepared statements and dict rows.
+    saver_pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=max(settings.worker_concurrency, 2),
+        open=False,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+    )
+    watcher = CancelWatcher(url)
+    await pool.open()
+    await saver_pool.open()
+    try:
+        await watcher.start()
+        executor = RunExecutor(
+            pool,
+            AsyncPostgresSaver(saver_pool),
+            catalog or DatabaseCatalog(pool),
+            watcher,
+            ExecutorSettings(
+                worker_name=name or worker_name(),
+                home=settings.home.resolve(),
+                lease_seconds=settings.lease_seconds,
+                renew_seconds=settings.lease_renew_seconds,
+            ),
+        )
+        yield WorkerRuntime(pool, executor)
+    finally:
+        await watcher.stop()
+        await saver_pool.close()
+        await pool.close()
+
+
+def build_app(url: str, runtime: WorkerRuntime, settings: Settings) -> App:
+    """The procrastinate App bound to ``runtime``."""
+    app = App(connector=PsycopgConnector(conninfo=url))
+    every = f"* * * * * */{settings.maintenance_seconds}"
+
+    @app.task(name="execute_run", queue=RUNS_QUEUE)
+    async def execute_run(run_id: str) -> None:
+        status = await runtime.executor.execute(UUID(run_id))
+        log.info("run %s: %s", run_id, status or "not claimed")
+
+    @app.periodic(cron=every)
+    @app.task(name="yuxi_reconcile_leases", queue=MAINTENANCE_QUEUE)
+    async def reconcile_leases(timestamp: int) -> None:
+        async with runtime.pool.connection() as conn:
+            for run in await reconcile_expired_leases(conn):
+                log.warning("run %s: lease expired; now %s", run.run_id, run.status)
+
+    @app.periodic(cron=every)
+    @app.task(name="yuxi_redeliver_runs", queue=MAINTENANCE_QUEUE)
+    async def redeliver_runs(timestamp: int) -> None:
+        async with runtime.pool.connection() as conn:
+            for run in await redeliver_orphans(conn):
+                log.warning(
+                    "run %s: delivery was missing; re-delivered as job %s", run.run_id, run.job_id
+                )
+
+    return app
+
+
+async def run_worker(
+    url: str,
+    settings: Settings,
+    *,
+    install_signal_handlers: bool = True,
+    catalog: ResourceCatalog | None = None,
+) -> None:
+    """Runs a worker until it is stopped (SIGINT/SIGTERM: stop taking runs, let running
+    ones finish within the grace period, then release them for another attempt)."""
+    async with open_runtime(url, settings, catalog=catalog) as runtime:
+        app = build_app(url, runtime, settings)
+        async with app.open_async():
+            await app.run_worker_async(
+                queues=[RUNS_QUEUE, MAINTENANCE_QUEUE],
+                concurrency=settings.worker_concurrency,
+                shutdown_graceful_timeout=settings.shutdown_grace_seconds,
+                delete_jobs="successful",
+                install_signal_handlers=install_signal_handlers,
+            )
