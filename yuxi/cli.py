@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
+from collections.abc import Awaitable, Callable
+from uuid import UUID
 
 import click
 
+from yuxi.accounts import create_user
 from yuxi.db.migrations import MigrationError, migrate, status
 from yuxi.db.url import database_url
+from yuxi.queue.errors import QueueError
 from yuxi.settings import Settings, SettingsError
 
 
@@ -20,6 +25,13 @@ def _settings() -> Settings:
     try:
         return Settings.from_env()
     except SettingsError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _migrate(url: str) -> list[str]:
+    try:
+        return migrate(url, progress=lambda message: click.echo(message, err=True))
+    except MigrationError as error:
         raise click.ClickException(str(error)) from None
 
 
@@ -47,8 +59,10 @@ def main() -> None:
 
 @main.command()
 def up() -> None:
-    """Start PostgreSQL (embedded unless YUXI_DATABASE_URL is set), migrate it and keep
-    it running until Ctrl-C. Restarting keeps all data."""
+    """Run everything in one process: PostgreSQL (embedded unless YUXI_DATABASE_URL is
+    set), migrations, the default `chatbot` agent and an `admin` user on first start,
+    and a worker. Ctrl-C stops it cleanly; a restart keeps all data."""
+    stop = _catch_stop_signals()
     settings = _settings()
     where = (
         "external database"
@@ -57,17 +71,62 @@ def up() -> None:
     )
     click.echo(f"starting {where}", err=True)
     url = _url(settings)
-    try:
-        migrate(url, progress=lambda message: click.echo(message, err=True))
-    except MigrationError as error:
-        raise click.ClickException(str(error)) from None
-    click.echo(f"database ready: {url}")
-    click.echo("press Ctrl-C to stop", err=True)
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    stop.wait()
+    _migrate(url)
+    _configure_logging()
+    admin_token = asyncio.run(_seed(url))
+    click.echo(f"database: {url}")
+    if admin_token:
+        click.echo(f"admin token (shown once): {admin_token}")
+    click.echo("worker running; press Ctrl-C to stop", err=True)
+    from yuxi.worker.app import run_worker
+
+    _run_until_stopped(lambda: run_worker(url, settings, install_signal_handlers=False), stop)
     click.echo("stopped", err=True)
+
+
+async def _seed(url: str) -> str | None:
+    """The default agent and, on first start, the admin user; returns a new admin token."""
+    from psycopg import AsyncConnection
+
+    async with await AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(
+            "SELECT yuxi.agent_seed('chatbot', 'Chatbot', 'chatbot',"
+            ' \'{"context": {"model": "builtin:scripted"}}\'::jsonb,'
+            " 'A general assistant; its default model is the offline builtin:scripted')"
+        )
+        cur = await conn.execute("SELECT count(*) FROM yuxi.users WHERE deleted_at IS NULL")
+        row = await cur.fetchone()
+        if row is not None and row[0] > 0:
+            return None
+        _uid, token = await create_user(conn, "admin", is_admin=True)
+        return token
+
+
+@main.group()
+def user() -> None:
+    """Users and their API tokens."""
+
+
+@user.command("create")
+@click.argument("name")
+@click.option("--admin", is_flag=True, help="The user may manage agents.")
+def user_create(name: str, admin: bool) -> None:
+    """Create user NAME; prints a new API token as the last line (shown only once)."""
+    settings = _settings()
+    url = _url(settings)
+
+    async def create() -> tuple[UUID, str]:
+        from psycopg import AsyncConnection
+
+        async with await AsyncConnection.connect(url, autocommit=True) as conn:
+            return await create_user(conn, name, is_admin=admin)
+
+    try:
+        uid, token = asyncio.run(create())
+    except QueueError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"created {'admin ' if admin else ''}user {name} ({uid})", err=True)
+    click.echo(token)
 
 
 @main.command()
@@ -80,11 +139,44 @@ def worker() -> None:
     """
     from yuxi.worker.app import run_worker
 
+    stop = _catch_stop_signals()
     settings = _settings()
     url = _url(settings)
     _configure_logging()
     click.echo(f"worker running ({settings.worker_concurrency} at once); Ctrl-C to stop", err=True)
-    asyncio.run(run_worker(url, settings))
+    _run_until_stopped(lambda: run_worker(url, settings, install_signal_handlers=False), stop)
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _catch_stop_signals() -> threading.Event:
+    """From the first moment, SIGINT/SIGTERM mean "stop cleanly", never a traceback."""
+    stop = threading.Event()
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+def _run_until_stopped(service: Callable[[], Awaitable[None]], stop: threading.Event) -> None:
+    """Runs ``service`` until SIGINT/SIGTERM; cancelling it is its graceful shutdown
+    (the worker lets runs finish within the grace period, then releases them)."""
+
+    async def main() -> None:
+        task = asyncio.ensure_future(service())
+        loop = asyncio.get_running_loop()
+        for signum in _STOP_SIGNALS:
+            loop.add_signal_handler(signum, task.cancel)
+        if stop.is_set():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    # Ctrl-C under `uv run` can arrive twice (the terminal and uv both send it); once
+    # stopped, a repeat must not interrupt the embedded server's clean shutdown at exit.
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def _configure_logging() -> None:
@@ -107,11 +199,7 @@ def db_migrate() -> None:
     and a second run finds nothing to do.
     """
     settings = _settings()
-    url = _url(settings)
-    try:
-        applied = migrate(url, progress=lambda message: click.echo(message, err=True))
-    except MigrationError as error:
-        raise click.ClickException(str(error)) from None
+    applied = _migrate(_url(settings))
     click.echo(f"applied {len(applied)} migration(s)" if applied else "database is up to date")
 
 

@@ -4,14 +4,27 @@ LangGraph with the PostgreSQL checkpointer, events, messages."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from uuid import uuid4
+
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
 
 from tests.integration.conftest import World
-from tests.integration.worker_harness import completed, running_worker, wait_for_status
-from yuxi.queue.runs import release_run, request_cancel, resume_run, write_manifest
+from tests.integration.worker_harness import (
+    completed,
+    running_worker,
+    wait_for_status,
+    wait_until,
+)
+from yuxi.queue.runs import request_cancel, resume_run
 from yuxi.runtime.manifest import canonical_json, manifest_fingerprint
+from yuxi.runtime.state import read_thread_state
 
 
 async def _reply(world: World, run_id: object) -> str:
@@ -261,23 +274,76 @@ async def test_a_retry_with_a_changed_configuration_fails_explicitly(
     world: World, db_url: str, tmp_path: Path
 ) -> None:
     thread = await world.thread()
-    info = await world.submit(thread, "hello")
-    assert info.run_id is not None
-    # a first attempt commits its manifest, then its worker gives the run back
-    first = await world.claim(info.run_id)
-    async with world.pool.connection() as conn:
-        await write_manifest(
-            conn,
-            info.run_id,
-            first.lease_token,
-            manifest={"version": 2, "old": True},
-            fingerprint="0" * 64,
-        )
-        await release_run(conn, info.run_id, first.lease_token, reason="test")
+    info = await world.submit(thread, "/sleep 30")
+    # attempt 1 commits its manifest; then its worker shuts down and releases the run
+    async with running_worker(db_url, tmp_path):
+        await wait_for_status(world, info.run_id, {"running"})
+
+        async def manifest_committed() -> bool:
+            return bool(
+                await world.value(
+                    "SELECT manifest_fingerprint IS NOT NULL FROM yuxi.agent_runs"
+                    " WHERE run_id = %s",
+                    info.run_id,
+                )
+            )
+
+        await wait_until(manifest_committed)
+    first = await world.fetch(
+        "SELECT status, manifest, manifest_fingerprint FROM yuxi.agent_runs WHERE run_id = %s",
+        info.run_id,
+    )
+    assert first[0][0] == "pending"
+    await world.execute(
+        "UPDATE yuxi.agents SET config_json = %s WHERE slug = 'chatbot'",
+        json.dumps({"context": {"model": "builtin:scripted", "system_prompt": "changed"}}),
+    )
     async with running_worker(db_url, tmp_path):
         assert await wait_for_status(world, info.run_id) == "failed"
     row = await world.fetch(
-        "SELECT error_type, manifest, manifest_fingerprint FROM yuxi.agent_runs WHERE run_id = %s",
+        "SELECT error_type, manifest, manifest_fingerprint, attempt_count FROM yuxi.agent_runs"
+        " WHERE run_id = %s",
         info.run_id,
     )
-    assert row == [("manifest_conflict", {"version": 2, "old": True}, "0" * 64)]
+    assert row == [("manifest_conflict", first[0][1], first[0][2], 2)]
+
+
+async def test_state_shows_the_pending_question_only_while_interrupted(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path):
+        info = await world.submit(thread, "/ask Favourite colour?")
+        assert await wait_for_status(world, info.run_id) == "interrupted"
+        async with saver(db_url) as checkpointer:
+            state = await read_thread_state(
+                checkpointer, str(thread), latest_run_status="interrupted"
+            )
+            assert state.interrupt is not None
+            assert state.interrupt.value == {"type": "question", "question": "Favourite colour?"}
+            assert state.agent_state["message_count"] == 2
+            assert state.agent_state["todos"] == []
+            # the same checkpoint, once the thread moved on, shows no question
+            stale = await read_thread_state(
+                checkpointer, str(thread), latest_run_status="completed"
+            )
+            assert stale.interrupt is None
+        assert info.run_id is not None
+        async with world.pool.connection() as conn:
+            resumed = await resume_run(conn, info.run_id, resume="green", uid=world.alice)
+        await completed(world, resumed.run_id)
+        async with saver(db_url) as checkpointer:
+            state = await read_thread_state(
+                checkpointer, str(thread), latest_run_status="completed"
+            )
+            unknown = await read_thread_state(checkpointer, str(uuid4()), latest_run_status=None)
+    assert state.interrupt is None and state.agent_state["message_count"] == 4
+    assert unknown.agent_state["message_count"] == 0 and unknown.interrupt is None
+
+
+@contextlib.asynccontextmanager
+async def saver(url: str) -> AsyncIterator[AsyncPostgresSaver]:
+    async with await AsyncConnection.connect(
+        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+    ) as conn:
+        yield AsyncPostgresSaver(conn)  # type: ignore[arg-type]

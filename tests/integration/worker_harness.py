@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -74,3 +74,14 @@ async def completed(world: World, run_id: UUID | None, within: float = 20.0) -> 
         async with world.pool.connection() as conn:
             run = await get_run(conn, run_id)  # type: ignore[arg-type]
         raise AssertionError(f"run {run_id} ended {status}: {run.error_type}: {run.error_message}")
+
+
+async def wait_until(check: Callable[[], Awaitable[bool]], within: float = 20.0) -> None:
+    """Polls ``check`` until it is true; fails after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        if await check():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within}s")
+        await asyncio.sleep(0.05)

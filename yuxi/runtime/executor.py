@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command, Interrupt
@@ -230,7 +230,7 @@ class RunExecutor:
         ):
             if part["type"] == "messages":
                 chunk, _meta = part["data"]
-                if isinstance(chunk, AIMessageChunk) and _text(chunk):
+                if isinstance(chunk, AIMessage) and _text(chunk):
                     await events.message_chunk(chunk.id, _text(chunk))
             elif part["type"] == "updates":
                 for node, update in part["data"].items():
