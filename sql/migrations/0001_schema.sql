@@ -92,13 +92,18 @@ CREATE TABLE yuxi.conversations (
     created_at          timestamptz NOT NULL DEFAULT now(),
     updated_at          timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX conversations_uid_idx ON yuxi.conversations (uid, updated_at DESC) WHERE status = 'active';
+-- updated_at stays out of every index: the queue touches it on each submit and finish,
+-- and an update that changes no indexed column is HOT (no index writes, cheap vacuum).
+CREATE INDEX conversations_uid_idx ON yuxi.conversations (uid) WHERE status = 'active';
 
+-- uid (here and on agent_runs) is the conversation's user, copied by the functions; it
+-- has no foreign key of its own: rows go with their conversation (ON DELETE CASCADE),
+-- and a key on users would make every submit lock the same user row in share mode.
 CREATE TABLE yuxi.agent_run_requests (
     -- internal order key; request_id is the public identity (client-chosen or generated)
     id                  bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
     request_id          text PRIMARY KEY CHECK (request_id ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$'),
-    uid                 uuid NOT NULL REFERENCES yuxi.users (id) ON DELETE CASCADE,
+    uid                 uuid NOT NULL,
     thread_id           uuid NOT NULL REFERENCES yuxi.conversations (thread_id) ON DELETE CASCADE,
     source              text NOT NULL DEFAULT 'api' CHECK (source IN ('api', 'schedule', 'resume', 'psql')),
     queue_policy        text NOT NULL CHECK (queue_policy IN ('enqueue', 'reject', 'steer')),
@@ -139,12 +144,13 @@ ALTER TABLE yuxi.agent_run_requests
     ADD CONSTRAINT agent_run_requests_input_message_fk
     FOREIGN KEY (input_message_id) REFERENCES yuxi.messages (id) DEFERRABLE INITIALLY DEFERRED;
 
+-- agent_slug has no foreign key: agents are only soft-deleted, and a key would make every
+-- run of a popular agent lock that agent's row in share mode.
 CREATE TABLE yuxi.agent_runs (
-    id                    bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
     run_id                uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     thread_id             uuid NOT NULL REFERENCES yuxi.conversations (thread_id) ON DELETE CASCADE,
-    uid                   uuid NOT NULL REFERENCES yuxi.users (id) ON DELETE CASCADE,
-    agent_slug            text NOT NULL REFERENCES yuxi.agents (slug),
+    uid                   uuid NOT NULL,
+    agent_slug            text NOT NULL,
     request_id            text NOT NULL REFERENCES yuxi.agent_run_requests (request_id) ON DELETE CASCADE,
     run_type              text NOT NULL CHECK (run_type IN ('chat', 'resume', 'subagent')),
     created_by_run_id     uuid REFERENCES yuxi.agent_runs (run_id) ON DELETE CASCADE,
@@ -186,7 +192,7 @@ CREATE UNIQUE INDEX agent_runs_one_active_key
 -- Each interrupted run is resumed at most once.
 CREATE UNIQUE INDEX agent_runs_one_resume_key
     ON yuxi.agent_runs (created_by_run_id) WHERE run_type = 'resume';
-CREATE INDEX agent_runs_thread_idx ON yuxi.agent_runs (thread_id, created_at, id);
+CREATE INDEX agent_runs_thread_idx ON yuxi.agent_runs (thread_id, created_at, run_id);
 CREATE INDEX agent_runs_children_idx ON yuxi.agent_runs (created_by_run_id)
     WHERE created_by_run_id IS NOT NULL;
 CREATE INDEX agent_runs_lease_idx ON yuxi.agent_runs (lease_expires_at)

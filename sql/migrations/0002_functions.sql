@@ -182,26 +182,28 @@ FROM (
 -- Delivery
 
 -- Inserts the procrastinate job that delivers a run, in the caller's transaction, so a
--- pending run always has exactly one waiting delivery and a rolled-back one has none.
--- The queueing lock makes a second waiting delivery of the same run impossible; a
--- delivery still waiting is reused. Callers hold the run row (or just created it).
-CREATE FUNCTION yuxi.run_deliver(p_run_id uuid) RETURNS bigint
+-- pending run always has exactly one waiting delivery and a rolled-back one has none;
+-- returns the job id for the caller to store in agent_runs.delivery_job_id in the same
+-- write that makes the run pending (a second write of a fresh row would re-run its
+-- foreign-key checks). The queueing lock makes a second waiting delivery of the same
+-- run impossible; a delivery still waiting is reused. Callers hold the run row, or are
+-- creating it.
+CREATE FUNCTION yuxi.run_delivery_job(p_run_id uuid, p_new_run boolean DEFAULT false) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_job_id bigint;
 BEGIN
-    SELECT id INTO v_job_id FROM public.procrastinate_jobs
-    WHERE queueing_lock = 'run:' || p_run_id::text AND status = 'todo';
-    IF FOUND THEN
-        UPDATE yuxi.agent_runs SET delivery_job_id = v_job_id WHERE run_id = p_run_id;
-        RETURN v_job_id;
+    IF NOT p_new_run THEN
+        SELECT id INTO v_job_id FROM public.procrastinate_jobs
+        WHERE queueing_lock = 'run:' || p_run_id::text AND status = 'todo';
+        IF FOUND THEN
+            RETURN v_job_id;
+        END IF;
     END IF;
-    v_job_id := (public.procrastinate_defer_jobs_v1(ARRAY[
+    RETURN (public.procrastinate_defer_jobs_v1(ARRAY[
         ROW('yuxi_runs', 'execute_run', 0, NULL, 'run:' || p_run_id::text,
             jsonb_build_object('run_id', p_run_id::text), NULL)::public.procrastinate_job_to_defer_v1
     ]))[1];
-    UPDATE yuxi.agent_runs SET delivery_job_id = v_job_id WHERE run_id = p_run_id;
-    RETURN v_job_id;
 END;
 $$;
 
@@ -226,9 +228,9 @@ BEGIN
     END IF;
 
     INSERT INTO yuxi.agent_runs (run_id, thread_id, uid, agent_slug, request_id, run_type,
-                                 input_message_id, input_payload)
+                                 input_message_id, input_payload, delivery_job_id)
     VALUES (v_run_id, p_conv.thread_id, v_req.uid, p_conv.agent_slug, v_req.request_id, 'chat',
-            v_req.input_message_id, v_req.input_payload);
+            v_req.input_message_id, v_req.input_payload, yuxi.run_delivery_job(v_run_id, true));
     UPDATE yuxi.agent_run_requests
     SET status = 'dispatched', dispatched_run_id = v_run_id, updated_at = clock_timestamp()
     WHERE request_id = v_req.request_id;
@@ -237,7 +239,6 @@ BEGIN
     UPDATE yuxi.conversations
     SET last_run_id = v_run_id, paused_by_run_id = NULL, updated_at = clock_timestamp()
     WHERE thread_id = p_conv.thread_id;
-    PERFORM yuxi.run_deliver(v_run_id);
     RETURN v_run_id;
 END;
 $$;
@@ -268,7 +269,8 @@ DECLARE
     v_model text;
     v_mode text;
     v_msg_id bigint;
-    v_inserted text;
+    v_run_id uuid;
+    v_created_at timestamptz;
 BEGIN
     IF p_queue_policy IS NULL OR p_queue_policy NOT IN ('enqueue', 'reject', 'steer') THEN
         RAISE EXCEPTION 'queue_policy must be enqueue, reject or steer, not %', coalesce(p_queue_policy, 'null')
@@ -340,31 +342,55 @@ BEGIN
                        (SELECT value FROM yuxi.system_settings WHERE key = 'default_tool_approval_mode'),
                        'auto');
 
+    -- An idle thread with nothing queued dispatches this request at once: it is the head.
+    -- Its rows are written dispatched from the start, each once.
+    IF v_status = 'queued' AND NOT v_busy AND NOT v_backlog AND v_conv.paused_by_run_id IS NULL THEN
+        v_status := 'dispatched';
+        v_run_id := gen_random_uuid();
+    END IF;
+
     v_msg_id := nextval('yuxi.messages_id_seq');
     -- ON CONFLICT: the same request_id racing in on another thread or user (this
     -- thread's submits are serialised by the conversation lock).
     INSERT INTO yuxi.agent_run_requests (request_id, uid, thread_id, source, queue_policy, status,
-                                         input_message_id, input_payload)
+                                         input_message_id, dispatched_run_id, input_payload)
     VALUES (p_request_id, v_conv.uid, p_thread_id, p_source, p_queue_policy, v_status, v_msg_id,
-            jsonb_build_object('model_spec', v_model, 'tool_approval_mode', v_mode))
+            v_run_id, jsonb_build_object('model_spec', v_model, 'tool_approval_mode', v_mode))
     ON CONFLICT (request_id) DO NOTHING
-    RETURNING request_id INTO v_inserted;
-    IF v_inserted IS NULL THEN
+    RETURNING created_at INTO v_created_at;
+    IF v_created_at IS NULL THEN
         RAISE EXCEPTION 'request_id % is already used for another request', p_request_id
             USING ERRCODE = 'YQ001', HINT = 'request_id_conflict';
     END IF;
-    INSERT INTO yuxi.messages (id, thread_id, role, content, request_id, delivery_status)
+    INSERT INTO yuxi.messages (id, thread_id, role, content, request_id, delivery_status, run_id)
     VALUES (v_msg_id, p_thread_id, 'user', p_query, p_request_id,
-            CASE v_status WHEN 'rejected' THEN 'rejected' ELSE 'queued' END);
+            CASE v_status WHEN 'queued' THEN 'queued' WHEN 'rejected' THEN 'rejected' ELSE 'dispatched' END,
+            v_run_id);
+    IF v_run_id IS NOT NULL THEN
+        INSERT INTO yuxi.agent_runs (run_id, thread_id, uid, agent_slug, request_id, run_type,
+                                     input_message_id, input_payload, delivery_job_id)
+        VALUES (v_run_id, p_thread_id, v_conv.uid, v_conv.agent_slug, p_request_id, 'chat', v_msg_id,
+                jsonb_build_object('model_spec', v_model, 'tool_approval_mode', v_mode),
+                yuxi.run_delivery_job(v_run_id, true));
+    END IF;
 
     UPDATE yuxi.conversations
-    SET model_spec = coalesce(nullif(p_model_spec, ''), model_spec), updated_at = clock_timestamp()
+    SET model_spec = coalesce(nullif(p_model_spec, ''), model_spec),
+        last_run_id = coalesce(v_run_id, last_run_id), updated_at = clock_timestamp()
     WHERE thread_id = p_thread_id;
 
     IF v_status = 'queued' AND NOT v_busy AND v_conv.paused_by_run_id IS NULL THEN
+        -- a stalled backlog (idle, unpaused, yet queued; only reachable by hand): its
+        -- oldest request goes first
         PERFORM yuxi.thread_dispatch_head(v_conv);
+        RETURN yuxi.request_view(p_request_id);
     END IF;
-    RETURN yuxi.request_view(p_request_id);
+    RETURN ROW(p_request_id, p_thread_id, v_status, p_queue_policy,
+               CASE WHEN v_status = 'queued'
+                    THEN yuxi.request_queue_position(
+                             (SELECT r FROM yuxi.agent_run_requests r WHERE r.request_id = p_request_id))
+               END,
+               v_msg_id, v_run_id, v_created_at)::yuxi.request_info;
 END;
 $$;
 
@@ -505,6 +531,19 @@ BEGIN
 END;
 $$;
 
+-- Raises lease_lost unless p_token holds an unexpired lease on the locked run p_run.
+CREATE FUNCTION yuxi.lease_check(p_run yuxi.agent_runs, p_token uuid, p_now timestamptz)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_run.status NOT IN ('running', 'cancel_requested') OR p_run.lease_token IS DISTINCT FROM p_token
+       OR p_run.lease_expires_at <= p_now THEN
+        RAISE EXCEPTION 'lease on run % is lost (run is %)', p_run.run_id, p_run.status
+            USING ERRCODE = 'YL001', HINT = 'lease_lost';
+    END IF;
+END;
+$$;
+
 -- Locks a run for its lease holder, or raises lease_lost.
 CREATE FUNCTION yuxi.run_lock_leased(p_run_id uuid, p_token uuid, p_now timestamptz)
 RETURNS yuxi.agent_runs
@@ -516,11 +555,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'run % not found', p_run_id USING ERRCODE = 'YN001', HINT = 'not_found';
     END IF;
-    IF v_run.status NOT IN ('running', 'cancel_requested') OR v_run.lease_token IS DISTINCT FROM p_token
-       OR v_run.lease_expires_at <= p_now THEN
-        RAISE EXCEPTION 'lease on run % is lost (run is %)', p_run_id, v_run.status
-            USING ERRCODE = 'YL001', HINT = 'lease_lost';
-    END IF;
+    PERFORM yuxi.lease_check(v_run, p_token, p_now);
     RETURN v_run;
 END;
 $$;
@@ -552,8 +587,12 @@ $$;
 
 -- Appends events ([{event, payload}, ...]) with gap-free seqs; returns the last seq.
 -- `end` is written only when the run finishes, so there is exactly one.
+-- p_notify => false: the caller sends the yuxi_run_events NOTIFY itself right after
+-- commit. PostgreSQL serialises the commits of all transactions that NOTIFY, disk flush
+-- included, so the hot paths of a worker notify from a transaction of their own.
 CREATE FUNCTION yuxi.run_append_events(
-    p_run_id uuid, p_token uuid, p_events jsonb, p_now timestamptz DEFAULT NULL
+    p_run_id uuid, p_token uuid, p_events jsonb, p_now timestamptz DEFAULT NULL,
+    p_notify boolean DEFAULT true
 ) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -583,7 +622,9 @@ BEGIN
     INSERT INTO yuxi.run_events (run_id, seq, event, payload, created_at)
     SELECT p_run_id, v_last - v_count + e.ord, e.value ->> 'event', coalesce(e.value -> 'payload', '{}'), v_now
     FROM jsonb_array_elements(p_events) WITH ORDINALITY AS e(value, ord);
-    PERFORM pg_notify('yuxi_run_events', p_run_id::text || ' ' || v_last::text);
+    IF p_notify THEN
+        PERFORM pg_notify('yuxi_run_events', p_run_id::text || ' ' || v_last::text);
+    END IF;
     RETURN v_last;
 END;
 $$;
@@ -618,57 +659,63 @@ $$;
 -- Ending runs
 
 -- Everything that follows a run reaching a terminal or interrupted status, in the same
--- transaction: the single `end` event, the input message's delivery status, and the
--- thread's queue (dispatch the next request, or pause the backlog). The caller holds
--- the conversation lock (top-level runs) and the run lock.
--- An interrupted run already wrote its `end` when it stopped; cancelling it later only
--- releases the thread (p_was_interrupted).
-CREATE FUNCTION yuxi.run_settle(p_run_id uuid, p_was_interrupted boolean DEFAULT false) RETURNS void
+-- transaction: the single `end` event, the input message's delivery status, the run's
+-- children, and the thread's queue (dispatch the next request, or pause the backlog).
+-- p_run is the run as just updated by the caller, which holds the conversation lock
+-- (top-level runs) and the run lock, and reserved the end event's seq by incrementing
+-- last_event_seq in that same update. An interrupted run already wrote its `end` when
+-- it stopped; cancelling it later only releases the thread (p_was_interrupted).
+CREATE FUNCTION yuxi.run_settle(
+    p_run yuxi.agent_runs, p_was_interrupted boolean DEFAULT false, p_notify boolean DEFAULT true
+) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_run yuxi.agent_runs;
     v_conv yuxi.conversations;
+    v_next uuid;
 BEGIN
     IF p_was_interrupted THEN
-        SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id;
         UPDATE yuxi.messages SET delivery_status = 'cancelled'
-        WHERE id = v_run.input_message_id AND role = 'user';
+        WHERE id = p_run.input_message_id AND role = 'user';
     ELSE
-        UPDATE yuxi.agent_runs SET last_event_seq = last_event_seq + 1
-        WHERE run_id = p_run_id RETURNING * INTO v_run;
         INSERT INTO yuxi.run_events (run_id, seq, event, payload)
-        VALUES (p_run_id, v_run.last_event_seq, 'end',
+        VALUES (p_run.run_id, p_run.last_event_seq, 'end',
                 jsonb_strip_nulls(jsonb_build_object(
-                    'status', v_run.status, 'error_type', v_run.error_type,
-                    'error_message', v_run.error_message, 'output_message_id', v_run.output_message_id)));
-        PERFORM pg_notify('yuxi_run_events', p_run_id::text || ' ' || v_run.last_event_seq::text);
-
+                    'status', p_run.status, 'error_type', p_run.error_type,
+                    'error_message', p_run.error_message, 'output_message_id', p_run.output_message_id)));
+        IF p_notify THEN
+            PERFORM pg_notify('yuxi_run_events', p_run.run_id::text || ' ' || p_run.last_event_seq::text);
+        END IF;
         UPDATE yuxi.messages
-        SET delivery_status = CASE v_run.status
+        SET delivery_status = CASE p_run.status
                 WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' ELSE 'complete' END
-        WHERE id = v_run.input_message_id AND role = 'user';
+        WHERE id = p_run.input_message_id AND role = 'user';
     END IF;
 
     -- Children do not outlive a parent that has ended.
-    IF v_run.status IN ('completed', 'failed', 'cancelled') THEN
-        PERFORM yuxi.run_request_cancel(c.run_id, NULL, v_run.finished_at)
+    IF p_run.status IN ('completed', 'failed', 'cancelled') THEN
+        PERFORM yuxi.run_request_cancel(c.run_id, NULL, p_run.finished_at)
         FROM yuxi.agent_runs c
-        WHERE c.created_by_run_id = p_run_id AND c.run_type = 'subagent'
+        WHERE c.created_by_run_id = p_run.run_id AND c.run_type = 'subagent'
           AND c.status IN ('pending', 'running', 'interrupted');
     END IF;
 
-    IF v_run.run_type = 'subagent' THEN
+    IF p_run.run_type = 'subagent' THEN
         RETURN;
     END IF;
-    SELECT * INTO v_conv FROM yuxi.conversations WHERE thread_id = v_run.thread_id;
-    UPDATE yuxi.conversations SET updated_at = clock_timestamp() WHERE thread_id = v_run.thread_id;
-    IF v_run.status = 'completed' AND v_conv.paused_by_run_id IS NULL THEN
-        PERFORM yuxi.thread_dispatch_head(v_conv);
-    ELSIF v_run.status IN ('failed', 'cancelled')
+    SELECT * INTO v_conv FROM yuxi.conversations WHERE thread_id = p_run.thread_id;
+    IF p_run.status = 'completed' AND v_conv.paused_by_run_id IS NULL THEN
+        v_next := yuxi.thread_dispatch_head(v_conv);  -- also touches updated_at
+        IF v_next IS NOT NULL THEN
+            RETURN;
+        END IF;
+    ELSIF p_run.status IN ('failed', 'cancelled')
           AND EXISTS (SELECT 1 FROM yuxi.agent_run_requests
-                      WHERE thread_id = v_run.thread_id AND status = 'queued') THEN
-        UPDATE yuxi.conversations SET paused_by_run_id = p_run_id WHERE thread_id = v_run.thread_id;
+                      WHERE thread_id = p_run.thread_id AND status = 'queued') THEN
+        UPDATE yuxi.conversations SET paused_by_run_id = p_run.run_id, updated_at = clock_timestamp()
+        WHERE thread_id = p_run.thread_id;
+        RETURN;
     END IF;
+    UPDATE yuxi.conversations SET updated_at = clock_timestamp() WHERE thread_id = p_run.thread_id;
 END;
 $$;
 
@@ -690,9 +737,11 @@ $$;
 
 -- Ends a run as its lease holder. p_messages ([{role, content, metadata?}, ...]) are
 -- stored as the run's output; `completed` needs at least one assistant message.
+-- p_notify: as for run_append_events.
 CREATE FUNCTION yuxi.run_finish(
     p_run_id uuid, p_token uuid, p_status text, p_messages jsonb DEFAULT '[]',
-    p_error_type text DEFAULT NULL, p_error_message text DEFAULT NULL, p_now timestamptz DEFAULT NULL
+    p_error_type text DEFAULT NULL, p_error_message text DEFAULT NULL, p_now timestamptz DEFAULT NULL,
+    p_notify boolean DEFAULT true
 ) RETURNS yuxi.agent_runs
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -708,7 +757,7 @@ BEGIN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
     v_run := yuxi.run_lock(p_run_id);
-    v_run := yuxi.run_lock_leased(p_run_id, p_token, v_now);
+    PERFORM yuxi.lease_check(v_run, p_token, v_now);
 
     WITH stored AS (
         INSERT INTO yuxi.messages (thread_id, role, content, run_id, request_id, metadata)
@@ -723,12 +772,13 @@ BEGIN
     UPDATE yuxi.agent_runs
     SET status = p_status, output_message_id = v_output,
         error_type = p_error_type, error_message = left(p_error_message, 4000),
-        lease_token = NULL, lease_expires_at = NULL, finished_at = v_now, updated_at = v_now
-    WHERE run_id = p_run_id;
+        lease_token = NULL, lease_expires_at = NULL, finished_at = v_now, updated_at = v_now,
+        last_event_seq = last_event_seq + 1
+    WHERE run_id = p_run_id
+    RETURNING * INTO v_run;
     UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = p_status
     WHERE run_id = p_run_id AND lease_token = p_token;
-    PERFORM yuxi.run_settle(p_run_id);
-    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id;
+    PERFORM yuxi.run_settle(v_run, false, p_notify);
     RETURN v_run;
 END;
 $$;
@@ -744,17 +794,17 @@ DECLARE
     v_run yuxi.agent_runs;
 BEGIN
     v_run := yuxi.run_lock(p_run_id);
-    v_run := yuxi.run_lock_leased(p_run_id, p_token, v_now);
+    PERFORM yuxi.lease_check(v_run, p_token, v_now);
     IF v_run.status = 'cancel_requested' THEN
         RETURN yuxi.run_finish(p_run_id, p_token, 'cancelled', '[]', NULL, NULL, v_now);
     END IF;
     UPDATE yuxi.agent_runs
-    SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now
-    WHERE run_id = p_run_id;
+    SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now,
+        delivery_job_id = yuxi.run_delivery_job(p_run_id)
+    WHERE run_id = p_run_id
+    RETURNING * INTO v_run;
     UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = 'released', detail = p_reason
     WHERE run_id = p_run_id AND lease_token = p_token;
-    PERFORM yuxi.run_deliver(p_run_id);
-    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id;
     RETURN v_run;
 END;
 $$;
@@ -770,6 +820,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_run yuxi.agent_runs;
+    v_after yuxi.agent_runs;
     v_child uuid;
 BEGIN
     v_run := yuxi.run_lock(p_run_id, p_uid);
@@ -780,12 +831,14 @@ BEGIN
                SELECT 1 FROM yuxi.agent_runs WHERE created_by_run_id = p_run_id AND run_type = 'resume'))
     THEN
         UPDATE yuxi.agent_runs
-        SET status = 'cancelled', cancel_requested_at = v_now, finished_at = v_now, updated_at = v_now
-        WHERE run_id = p_run_id;
+        SET status = 'cancelled', cancel_requested_at = v_now, finished_at = v_now, updated_at = v_now,
+            last_event_seq = last_event_seq + CASE WHEN status = 'interrupted' THEN 0 ELSE 1 END
+        WHERE run_id = p_run_id
+        RETURNING * INTO v_after;
         -- the waiting delivery has nothing left to deliver
         UPDATE public.procrastinate_jobs SET status = 'cancelled'
         WHERE id = v_run.delivery_job_id AND status = 'todo';
-        PERFORM yuxi.run_settle(p_run_id, v_run.status = 'interrupted');
+        PERFORM yuxi.run_settle(v_after, v_run.status = 'interrupted');
     ELSIF v_run.status = 'running' THEN
         UPDATE yuxi.agent_runs
         SET status = 'cancel_requested', cancel_requested_at = v_now, updated_at = v_now
@@ -851,12 +904,12 @@ BEGIN
     VALUES (p_request_id, v_run.uid, v_run.thread_id, 'resume', 'enqueue', 'dispatched', v_new_run,
             (v_run.input_payload - 'resume') || jsonb_build_object('resume', coalesce(p_resume, 'null')));
     INSERT INTO yuxi.agent_runs (run_id, thread_id, uid, agent_slug, request_id, run_type,
-                                 created_by_run_id, input_payload)
+                                 created_by_run_id, input_payload, delivery_job_id)
     VALUES (v_new_run, v_run.thread_id, v_run.uid, v_run.agent_slug, p_request_id, 'resume', p_run_id,
-            (v_run.input_payload - 'resume') || jsonb_build_object('resume', coalesce(p_resume, 'null')));
+            (v_run.input_payload - 'resume') || jsonb_build_object('resume', coalesce(p_resume, 'null')),
+            yuxi.run_delivery_job(v_new_run, true));
     UPDATE yuxi.conversations SET last_run_id = v_new_run, updated_at = clock_timestamp()
     WHERE thread_id = v_run.thread_id;
-    PERFORM yuxi.run_deliver(v_new_run);
     RETURN yuxi.request_view(p_request_id);
 END;
 $$;
@@ -883,15 +936,14 @@ BEGIN
         RAISE EXCEPTION 'subagent % not found', p_agent_slug USING ERRCODE = 'YN001', HINT = 'not_found';
     END IF;
     INSERT INTO yuxi.agent_runs (run_id, thread_id, uid, agent_slug, request_id, run_type,
-                                 created_by_run_id, input_payload)
+                                 created_by_run_id, delivery_job_id, input_payload)
     VALUES (v_run_id, v_parent.thread_id, v_parent.uid, p_agent_slug, v_parent.request_id, 'subagent',
-            p_parent_run_id,
+            p_parent_run_id, yuxi.run_delivery_job(v_run_id, true),
             coalesce(p_input, '{}') || jsonb_build_object(
                 'model_spec', coalesce(nullif(v_agent.config_json #>> '{context,model}', ''),
                                        v_parent.input_payload ->> 'model_spec',
                                        (SELECT value FROM yuxi.system_settings WHERE key = 'default_model')),
                 'tool_approval_mode', coalesce(v_parent.input_payload ->> 'tool_approval_mode', 'auto')));
-    PERFORM yuxi.run_deliver(v_run_id);
     RETURN v_run_id;
 END;
 $$;
@@ -956,26 +1008,29 @@ BEGIN
                 error_type = 'worker_lease_expired',
                 error_message = format('cancelled: the worker %s stopped renewing its lease',
                                        v_run.lease_owner),
-                finished_at = v_now, updated_at = v_now
-            WHERE r.run_id = v_run.run_id;
-            PERFORM yuxi.run_settle(v_run.run_id);
+                finished_at = v_now, updated_at = v_now, last_event_seq = r.last_event_seq + 1
+            WHERE r.run_id = v_run.run_id
+            RETURNING * INTO v_run;
+            PERFORM yuxi.run_settle(v_run);
         ELSIF v_run.attempt_count < coalesce(v_max, 1) THEN
             UPDATE yuxi.agent_runs r
-            SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now
-            WHERE r.run_id = v_run.run_id;
-            PERFORM yuxi.run_deliver(v_run.run_id);
+            SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now,
+                delivery_job_id = yuxi.run_delivery_job(v_run.run_id)
+            WHERE r.run_id = v_run.run_id
+            RETURNING * INTO v_run;
         ELSE
             UPDATE yuxi.agent_runs r
             SET status = 'failed', lease_token = NULL, lease_expires_at = NULL,
                 error_type = 'worker_lease_expired',
                 error_message = format('the worker %s stopped renewing its lease (expired %s)',
                                        v_run.lease_owner, v_run.lease_expires_at),
-                finished_at = v_now, updated_at = v_now
-            WHERE r.run_id = v_run.run_id;
-            PERFORM yuxi.run_settle(v_run.run_id);
+                finished_at = v_now, updated_at = v_now, last_event_seq = r.last_event_seq + 1
+            WHERE r.run_id = v_run.run_id
+            RETURNING * INTO v_run;
+            PERFORM yuxi.run_settle(v_run);
         END IF;
         run_id := v_run.run_id;
-        SELECT r.status INTO status FROM yuxi.agent_runs r WHERE r.run_id = v_run.run_id;
+        status := v_run.status;
         RETURN NEXT;
     END LOOP;
 END;
@@ -1001,7 +1056,9 @@ BEGIN
         CONTINUE WHEN EXISTS (SELECT 1 FROM public.procrastinate_jobs j
                               WHERE j.queueing_lock = 'run:' || v_candidate::text AND j.status = 'todo');
         run_id := v_candidate;
-        job_id := yuxi.run_deliver(v_candidate);
+        UPDATE yuxi.agent_runs r SET delivery_job_id = yuxi.run_delivery_job(v_candidate)
+        WHERE r.run_id = v_candidate
+        RETURNING r.delivery_job_id INTO job_id;
         RETURN NEXT;
     END LOOP;
 END;

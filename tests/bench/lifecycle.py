@@ -4,7 +4,8 @@ Every item is three transactions on the worker's own autocommit connection:
 
 - yuxi: ``submit_request`` (the thread is idle, so the run is dispatched and its delivery
   job inserted in the same transaction), ``claim_run``, ``finish_run`` (status
-  ``completed`` with one assistant message; writes the ``end`` event). No graph runs and
+  ``completed`` with one assistant message; writes the ``end`` event and, as the worker
+  does, notifies listeners from a transaction of its own after commit). No graph runs and
   no procrastinate worker fetches the delivery jobs.
 - baseline: ``INSERT`` into a plain table, claim with
   ``UPDATE … WHERE id = (SELECT id … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING``, then
@@ -198,7 +199,12 @@ class YuxiWorkers:
                 conn, info.run_id, worker=f"w{index}", lease_seconds=LEASE_SECONDS
             )
             await finish_run(
-                conn, claimed.run_id, claimed.lease_token, status="completed", messages=REPLY
+                conn,
+                claimed.run_id,
+                claimed.lease_token,
+                status="completed",
+                messages=REPLY,
+                notify_after_commit=True,  # as the worker does
             )
             done += 1
         return done
@@ -254,7 +260,12 @@ class SharedWorkers:
                 run_id = None
                 continue
             await finish_run(
-                conn, claimed.run_id, claimed.lease_token, status="completed", messages=REPLY
+                conn,
+                claimed.run_id,
+                claimed.lease_token,
+                status="completed",
+                messages=REPLY,
+                notify_after_commit=True,  # as the worker does
             )
             return True
 
@@ -298,7 +309,12 @@ async def profile(url: str, uid: UUID, threads: list[UUID]) -> None:
             claimed = await claim_run(conn, info.run_id, worker="p", lease_seconds=LEASE_SECONDS)
             t2 = time.perf_counter()
             await finish_run(
-                conn, claimed.run_id, claimed.lease_token, status="completed", messages=REPLY
+                conn,
+                claimed.run_id,
+                claimed.lease_token,
+                status="completed",
+                messages=REPLY,
+                notify_after_commit=True,  # as the worker does
             )
             t3 = time.perf_counter()
             for calls, spent in zip(yuxi_calls, (t1 - t0, t2 - t1, t3 - t2), strict=True):

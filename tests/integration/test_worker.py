@@ -206,7 +206,7 @@ async def test_approval_mode_ask_approve_and_reject(
     results = await world.fetch(
         "SELECT payload->>'status' FROM yuxi.run_events e"
         " JOIN yuxi.agent_runs r ON r.run_id = e.run_id WHERE r.thread_id = %s"
-        " AND e.event = 'tool' AND e.payload->>'type' = 'result' ORDER BY r.id, e.seq",
+        " AND e.event = 'tool' AND e.payload->>'type' = 'result' ORDER BY r.created_at, e.seq",
         thread,
     )
     assert [s for (s,) in results] == ["success", "error"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, TypeVar
 
 import msgspec
@@ -12,7 +13,15 @@ from yuxi.queue.errors import typed_errors
 
 S = TypeVar("S", bound=msgspec.Struct)
 
+_json = msgspec.json.Encoder()
 
+
+def encode_json(value: Any) -> str:
+    """JSON text for a ``%s::jsonb`` parameter."""
+    return _json.encode(value).decode()
+
+
+@functools.cache
 def _query(struct: type[msgspec.Struct], source: str) -> sql.Composed:
     columns = sql.SQL(", ").join(sql.Identifier(name) for name in struct.__struct_fields__)
     return sql.SQL("SELECT {} FROM {}").format(columns, sql.SQL(source))

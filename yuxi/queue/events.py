@@ -9,9 +9,8 @@ from uuid import UUID
 
 from psycopg import AsyncConnection
 
-from yuxi.queue.calls import call_scalar
+from yuxi.queue.calls import call_scalar, encode_json
 from yuxi.queue.models import RunEvent
-from yuxi.queue.runs import encode_json
 
 EVENTS_CHANNEL = "yuxi_run_events"  # NOTIFY payload: "<run_id> <last seq>"
 CANCEL_CHANNEL = "yuxi_run_cancel"  # NOTIFY payload: "<run_id>"
@@ -24,11 +23,31 @@ async def append_events(
     events: Sequence[RunEvent],
     *,
     now: datetime | None = None,
+    notify_after_commit: bool = False,
 ) -> int:
-    """Appends events as the lease holder; returns the seq of the last one."""
+    """Appends events as the lease holder; returns the seq of the last one.
+
+    ``notify_after_commit`` (autocommit connections only): send the NOTIFY from a
+    transaction of its own once the events are committed, so the append does not
+    queue on PostgreSQL's cluster-wide lock for notifying commits."""
     value = await call_scalar(
         conn,
-        "SELECT yuxi.run_append_events(%(r)s, %(t)s, %(e)s::jsonb, %(now)s)",
-        {"r": run_id, "t": token, "e": encode_json(list(events)), "now": now},
+        "SELECT yuxi.run_append_events(%(r)s, %(t)s, %(e)s::jsonb, %(now)s, %(n)s)",
+        {
+            "r": run_id,
+            "t": token,
+            "e": encode_json(list(events)),
+            "now": now,
+            "n": not notify_after_commit,
+        },
     )
+    if notify_after_commit:
+        await notify_run_events(conn, run_id, int(value))
     return int(value)
+
+
+async def notify_run_events(conn: AsyncConnection[Any], run_id: UUID, seq: int) -> None:
+    """Tells listeners that ``run_id`` has events up to ``seq`` (on its own, after commit)."""
+    if not conn.autocommit:
+        raise RuntimeError("notify after commit needs an autocommit connection")
+    await conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, f"{run_id} {seq}"))

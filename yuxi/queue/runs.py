@@ -7,18 +7,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import msgspec
 from psycopg import AsyncConnection
 
-from yuxi.queue.calls import call_one, call_scalar
+from yuxi.queue.calls import call_one, call_scalar, encode_json
+from yuxi.queue.events import notify_run_events
 from yuxi.queue.models import ClaimedRun, LeaseState, OutputMessage, RequestInfo, Run
-
-_json = msgspec.json.Encoder()
-
-
-def encode_json(value: Any) -> str:
-    """JSON text for a ``%s::jsonb`` parameter."""
-    return _json.encode(value).decode()
 
 
 async def claim_run(
@@ -83,13 +76,16 @@ async def finish_run(
     error_type: str | None = None,
     error_message: str | None = None,
     now: datetime | None = None,
+    notify_after_commit: bool = False,
 ) -> Run:
     """Ends the run, stores its output messages, writes its `end` event and moves the
-    thread's queue on (next dispatch, or pause), all in one transaction."""
-    return await call_one(
+    thread's queue on (next dispatch, or pause), all in one transaction.
+
+    ``notify_after_commit``: as for ``append_events``."""
+    run = await call_one(
         conn,
         Run,
-        "yuxi.run_finish(%(r)s, %(t)s, %(s)s, %(m)s::jsonb, %(et)s, %(em)s, %(now)s)",
+        "yuxi.run_finish(%(r)s, %(t)s, %(s)s, %(m)s::jsonb, %(et)s, %(em)s, %(now)s, %(n)s)",
         {
             "r": run_id,
             "t": token,
@@ -98,8 +94,12 @@ async def finish_run(
             "et": error_type,
             "em": error_message,
             "now": now,
+            "n": not notify_after_commit,
         },
     )
+    if notify_after_commit:
+        await notify_run_events(conn, run.run_id, run.last_event_seq)
+    return run
 
 
 async def release_run(

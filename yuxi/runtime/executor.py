@@ -264,6 +264,7 @@ class RunExecutor:
                     messages=outcome.messages,
                     error_type=outcome.error_type,
                     error_message=outcome.error_message,
+                    notify_after_commit=True,
                 )
             return run.status
         except LeaseLost:
@@ -338,7 +339,13 @@ class EventWriter:
         batch, self._pending = self._pending, []
         self._last_flush = time.monotonic()
         async with self._pool.connection() as conn:
-            await append_events(conn, self._claimed.run_id, self._claimed.lease_token, batch)
+            await append_events(
+                conn,
+                self._claimed.run_id,
+                self._claimed.lease_token,
+                batch,
+                notify_after_commit=True,
+            )
 
 
 def _outcome_of(work: asyncio.Task[Outcome]) -> Outcome:
