@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -15,15 +16,19 @@ from uuid import UUID
 import click
 
 from yuxi.accounts import create_user
+from yuxi.api.server import ListenError
 from yuxi.db.migrations import MigrationError, migrate, status
 from yuxi.db.url import database_url
 from yuxi.queue.errors import QueueError
 from yuxi.settings import Settings, SettingsError
 
 
-def _settings() -> Settings:
+def _settings(port: int | None = None) -> Settings:
     try:
-        return Settings.from_env()
+        settings = Settings.from_env()
+        if port is not None:
+            settings = dataclasses.replace(settings, port=port).validated()
+        return settings
     except SettingsError as error:
         raise click.ClickException(str(error)) from None
 
@@ -58,12 +63,13 @@ def main() -> None:
 
 
 @main.command()
-def up() -> None:
+@click.option("--port", type=int, default=None, help="HTTP port (default: YUXI_PORT or 8000).")
+def up(port: int | None) -> None:
     """Run everything in one process: PostgreSQL (embedded unless YUXI_DATABASE_URL is
     set), migrations, the default `chatbot` agent and an `admin` user on first start,
-    and a worker. Ctrl-C stops it cleanly; a restart keeps all data."""
+    the HTTP API and a worker. Ctrl-C stops it cleanly; a restart keeps all data."""
     stop = _catch_stop_signals()
-    settings = _settings()
+    settings = _settings(port)
     where = (
         "external database"
         if settings.database_url
@@ -75,13 +81,47 @@ def up() -> None:
     _configure_logging()
     admin_token = asyncio.run(_seed(url))
     click.echo(f"database: {url}")
+    click.echo(f"api: http://{settings.host}:{settings.port}")
     if admin_token:
         click.echo(f"admin token (shown once): {admin_token}")
-    click.echo("worker running; press Ctrl-C to stop", err=True)
+    click.echo("API and worker running; press Ctrl-C to stop", err=True)
+    from yuxi.api.server import serve_api
     from yuxi.worker.app import run_worker
 
-    _run_until_stopped(lambda: run_worker(url, settings, install_signal_handlers=False), stop)
+    async def everything() -> None:
+        await _together(
+            serve_api(url, settings), run_worker(url, settings, install_signal_handlers=False)
+        )
+
+    _run_until_stopped(everything, stop)
     click.echo("stopped", err=True)
+
+
+@main.command()
+@click.option("--port", type=int, default=None, help="HTTP port (default: YUXI_PORT or 8000).")
+def api(port: int | None) -> None:
+    """Serve the HTTP API only (run workers separately with `yuxi worker`)."""
+    stop = _catch_stop_signals()
+    settings = _settings(port)
+    url = _url(settings)
+    _configure_logging()
+    from yuxi.api.server import serve_api
+
+    click.echo(f"api: http://{settings.host}:{settings.port}")
+    _run_until_stopped(lambda: serve_api(url, settings), stop)
+
+
+async def _together(*services: Awaitable[None]) -> None:
+    """Runs services side by side; when one ends or fails, the others are stopped."""
+    tasks = [asyncio.ensure_future(service) for service in services]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _seed(url: str) -> str | None:
@@ -172,7 +212,10 @@ def _run_until_stopped(service: Callable[[], Awaitable[None]], stop: threading.E
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except ListenError as error:
+        raise click.ClickException(str(error)) from None
     # Ctrl-C under `uv run` can arrive twice (the terminal and uv both send it); once
     # stopped, a repeat must not interrupt the embedded server's clean shutdown at exit.
     for signum in _STOP_SIGNALS:

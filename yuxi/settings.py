@@ -48,6 +48,9 @@ class Settings:
     shutdown_grace_seconds: float = 30.0
     # how often the lease reconciler and the recovery scan run (1-59 s)
     maintenance_seconds: int = 5
+    # API: SSE heartbeat interval, largest request body accepted
+    sse_heartbeat_seconds: float = 15.0
+    max_body_bytes: int = 1024 * 1024
 
     @property
     def pgdata(self) -> Path:
@@ -69,6 +72,8 @@ class Settings:
             lease_renew_seconds=_env_float("YUXI_LEASE_RENEW_SECONDS", 10.0),
             shutdown_grace_seconds=_env_float("YUXI_SHUTDOWN_GRACE_SECONDS", 30.0),
             maintenance_seconds=_env_int("YUXI_MAINTENANCE_SECONDS", 5),
+            sse_heartbeat_seconds=_env_float("YUXI_SSE_HEARTBEAT_SECONDS", 15.0),
+            max_body_bytes=_env_int("YUXI_MAX_BODY_BYTES", 1024 * 1024),
         ).validated()
 
     def validated(self) -> Settings:
@@ -81,6 +86,12 @@ class Settings:
             raise SettingsError(
                 "YUXI_LEASE_RENEW_SECONDS must be shorter than YUXI_LEASE_SECONDS"
                 f" ({self.lease_renew_seconds} >= {self.lease_seconds})"
+            )
+        if not 1 <= self.port <= 65535:
+            raise SettingsError(f"YUXI_PORT must be a port number, got {self.port}")
+        if self.sse_heartbeat_seconds <= 0 or self.max_body_bytes < 1024:
+            raise SettingsError(
+                "YUXI_SSE_HEARTBEAT_SECONDS must be positive and YUXI_MAX_BODY_BYTES at least 1024"
             )
         if not 1 <= self.maintenance_seconds <= 59:
             raise SettingsError("YUXI_MAINTENANCE_SECONDS must be between 1 and 59")

@@ -70,6 +70,11 @@ class QueueNotPaused(QueueError):
     sqlstate = "YQ009"
 
 
+class AgentExists(QueueError):
+    code = "agent_exists"
+    sqlstate = "YQ011"
+
+
 class RunNotClaimable(QueueError):
     code = "run_not_claimable"
     sqlstate = "YQ010"
@@ -103,6 +108,7 @@ BY_SQLSTATE: dict[str, type[QueueError]] = {
         RequestAlreadyDispatched,
         SteerAlreadyPending,
         RunNotSteerable,
+        AgentExists,
         QueueNotPaused,
         RunNotClaimable,
         LeaseLost,

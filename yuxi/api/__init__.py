@@ -1,0 +1,1 @@
+"""The HTTP API: a thin litestar adapter over the queue, runtime and SQL functions."""

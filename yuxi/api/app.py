@@ -1,0 +1,89 @@
+"""The litestar application: routes, auth, error mapping, OpenAPI at /schema."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from litestar import Litestar
+from litestar.di import Provide
+from litestar.logging import LoggingConfig
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import Components, SecurityScheme
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from yuxi.api.auth import authenticate
+from yuxi.api.errors import EXCEPTION_HANDLERS
+from yuxi.api.event_hub import EventHub
+from yuxi.api.routes.agents import AgentsController
+from yuxi.api.routes.projects import ProjectsController
+from yuxi.api.routes.runs import RunsController
+from yuxi.api.routes.system import health
+from yuxi.api.routes.threads import ThreadsController
+from yuxi.api.state import AppState
+from yuxi.settings import Settings
+
+log = logging.getLogger("yuxi.api")
+
+
+def create_app(url: str, settings: Settings) -> Litestar:
+    """The API bound to the database at ``url``; pools open with the app's lifespan."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            url,
+            min_size=settings.pool_min_size,
+            max_size=settings.pool_max_size,
+            open=False,
+            kwargs={"autocommit": True},
+        )
+        saver_pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=4,
+            open=False,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        )
+        hub = EventHub(url)
+        await pool.open()
+        await saver_pool.open()
+        await hub.start()
+        app.state.yuxi = AppState(settings, pool, AsyncPostgresSaver(saver_pool), hub)
+        try:
+            yield
+        finally:
+            await hub.stop()
+            await saver_pool.close()
+            await pool.close()
+
+    return Litestar(
+        route_handlers=[
+            health,
+            AgentsController,
+            ProjectsController,
+            ThreadsController,
+            RunsController,
+        ],
+        dependencies={"user": Provide(authenticate)},
+        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        lifespan=[lifespan],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="yuxi",
+            version="0.1.0",
+            path="/schema",
+            components=Components(
+                security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
+            ),
+            security=[{"bearer": []}],
+        ),
+        logging_config=LoggingConfig(
+            root={"level": "INFO", "handlers": ["queue_listener"]},
+            log_exceptions="never",
+        ),
+    )

@@ -1,0 +1,201 @@
+"""Request and response bodies. Unknown fields in a request body are refused."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+import msgspec
+
+
+class Body(msgspec.Struct, forbid_unknown_fields=True):
+    """Base of request bodies."""
+
+
+class CreateThread(Body):
+    agent_id: str
+    project_id: UUID | None = None
+    title: str = msgspec.field(default="")
+
+
+class Thread(msgspec.Struct, frozen=True):
+    id: UUID
+    agent_id: str
+    project_id: UUID | None
+    title: str
+    thread_status: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class SubmitRun(Body):
+    thread_id: UUID
+    query: str
+    request_id: str | None = None
+    queue_policy: Literal["enqueue", "reject", "steer"] = "enqueue"
+    model_spec: str | None = None
+    tool_approval_mode: Literal["auto", "ask"] | None = None
+
+
+class ResumeRun(Body):
+    resume: Any
+    request_id: str | None = None
+
+
+class RequestView(msgspec.Struct, frozen=True):
+    request_id: str
+    thread_id: UUID
+    status: str
+    queue_policy: str
+    queue_position: int | None
+    message_id: int | None
+    run_id: UUID | None
+    stream_url: str | None
+    created_at: datetime
+
+
+class RunTiming(msgspec.Struct, frozen=True):
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class RunView(msgspec.Struct, frozen=True):
+    run_id: UUID
+    thread_id: UUID
+    request_id: str
+    run_type: str
+    created_by_run_id: UUID | None
+    status: str
+    error_type: str | None
+    error_message: str | None
+    timing: RunTiming
+
+
+class RunError(msgspec.Struct, frozen=True):
+    type: str | None
+    message: str | None
+
+
+class RunResult(msgspec.Struct, frozen=True):
+    status: str
+    output: str | None
+    final_message_id: int | None
+    error: RunError | None
+
+
+class HistoryRun(msgspec.Struct, frozen=True):
+    run_id: UUID
+    request_id: str
+    run_type: str
+    created_by_run_id: UUID | None
+    status: str
+    timing: RunTiming
+
+
+class HistoryMessage(msgspec.Struct, frozen=True):
+    id: int
+    role: str
+    content: str
+    run_id: UUID | None
+    request_id: str | None
+    delivery_status: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+
+
+class History(msgspec.Struct, frozen=True):
+    thread: Thread
+    runs: list[HistoryRun]
+    history: list[HistoryMessage]
+
+
+class QueueState(msgspec.Struct, frozen=True):
+    status: str
+    paused_reason: str | None
+    blocking_run_id: UUID | None
+    can_continue: bool
+
+
+class ThreadRequests(msgspec.Struct, frozen=True):
+    requests: list[RequestView]
+    queue: QueueState
+
+
+class ContinueResult(msgspec.Struct, frozen=True):
+    thread_id: UUID
+    run_id: UUID | None
+    queue: QueueState
+
+
+class CancelResult(msgspec.Struct, frozen=True):
+    run_id: UUID
+    status: str
+
+
+class ThreadState(msgspec.Struct, frozen=True):
+    agent_state: dict[str, Any]
+    interrupt: dict[str, Any] | None
+
+
+class CreateProject(Body):
+    name: str
+    workdir_path: str | None = None
+
+
+class Project(msgspec.Struct, frozen=True):
+    id: UUID
+    name: str
+    workdir_path: str
+    created_at: datetime
+
+
+class AgentSummary(msgspec.Struct, frozen=True):
+    id: str
+    name: str
+    description: str
+    backend_id: str
+    is_subagent: bool
+
+
+class AgentDetail(msgspec.Struct, frozen=True):
+    id: str
+    name: str
+    description: str
+    backend_id: str
+    is_subagent: bool
+    share_scope: str
+    capabilities: list[str]
+    configurable_items: list[dict[str, Any]]
+    config: dict[str, Any]
+
+
+class SaveAgent(Body):
+    name: str
+    backend_id: str
+    description: str = ""
+    config: dict[str, Any] = msgspec.field(default_factory=lambda: {"context": {}})
+    share_scope: Literal["all", "admins", "selected"] = "all"
+    shared_with: list[UUID] = msgspec.field(default_factory=list)
+    is_subagent: bool = False
+    max_run_attempts: int = 1
+
+
+class CreateAgent(SaveAgent):
+    slug: str = ""
+
+
+class Health(msgspec.Struct, frozen=True):
+    status: str
+    database: str
+    workers: int
+
+
+class ErrorDetail(msgspec.Struct, frozen=True):
+    code: str
+    message: str
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    error: ErrorDetail

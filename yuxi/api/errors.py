@@ -1,0 +1,94 @@
+"""One mapping from errors to HTTP: status + ``{"error": {code, message}}``.
+
+Typed queue errors keep their code; validation problems are 400; anything unexpected is
+a 500 whose body says nothing about internals (the log has the traceback)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from litestar import MediaType, Request, Response
+from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+
+from yuxi.agents.models import ModelSpecError
+from yuxi.queue import errors as queue_errors
+
+log = logging.getLogger("yuxi.api")
+
+STATUS_BY_ERROR: dict[type[queue_errors.QueueError], int] = {
+    queue_errors.NotFound: 404,
+    queue_errors.InvalidInput: 400,
+}
+CONFLICT = 409
+
+HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+    429: "too_many_requests",
+}
+
+
+class Forbidden(Exception):
+    """The caller is known but may not do this (e.g. manage agents without admin)."""
+
+
+def error_response(status: int, code: str, message: str) -> Response[Any]:
+    return Response(
+        {"error": {"code": code, "message": message}}, status_code=status, media_type=MediaType.JSON
+    )
+
+
+def queue_error(_: Request[Any, Any, Any], exc: queue_errors.QueueError) -> Response[Any]:
+    status = STATUS_BY_ERROR.get(type(exc), CONFLICT)
+    return error_response(status, exc.code, str(exc))
+
+
+def model_spec_error(_: Request[Any, Any, Any], exc: ModelSpecError) -> Response[Any]:
+    return error_response(400, "invalid_model", str(exc))
+
+
+def forbidden(_: Request[Any, Any, Any], exc: Forbidden) -> Response[Any]:
+    return error_response(403, "forbidden", str(exc) or "not allowed")
+
+
+def validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
+    details = exc.extra if isinstance(exc.extra, list) else []
+    parts = []
+    for item in details:
+        if isinstance(item, dict):
+            where = item.get("key") or item.get("source") or ""
+            parts.append(f"{where}: {item.get('message', '')}".strip(": "))
+    message = "; ".join(p for p in parts if p) or str(exc.detail)
+    return error_response(400, "invalid_request", message)
+
+
+def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    if isinstance(exc, NotAuthorizedException):
+        return error_response(401, "unauthorized", str(exc.detail))
+    status = exc.status_code
+    code = HTTP_CODES.get(status, "error" if status < 500 else "internal_error")
+    if status >= 500:
+        return error_response(status, code, "internal server error")
+    return error_response(status, code, str(exc.detail))
+
+
+def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(HTTP_500_INTERNAL_SERVER_ERROR, "internal_error", "internal server error")
+
+
+EXCEPTION_HANDLERS = {
+    queue_errors.QueueError: queue_error,
+    ModelSpecError: model_spec_error,
+    Forbidden: forbidden,
+    ValidationException: validation_error,
+    HTTPException: http_error,
+    Exception: unexpected_error,
+}

@@ -1,0 +1,109 @@
+"""Agents: everyone sees the agents shared with them; admins create and update them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Controller, get, post, put
+from litestar.datastructures import State
+from litestar.exceptions import ValidationException
+
+from yuxi.agents.registry import UnknownBackend, get_backend
+from yuxi.api.auth import User, require_admin
+from yuxi.api.dto import AgentDetail, AgentSummary, CreateAgent, SaveAgent
+from yuxi.queue.calls import call_scalar, encode_json
+from yuxi.queue.errors import NotFound
+from yuxi.queue.reads import AgentRow, visible_agents
+
+
+def _detail(row: AgentRow) -> AgentDetail:
+    try:
+        backend = get_backend(row.backend_id)
+        items = backend.context_schema.get_configurable_items()
+        capabilities = list(backend.capabilities)
+    except UnknownBackend:
+        items, capabilities = [], []
+    return AgentDetail(
+        id=row.slug,
+        name=row.name,
+        description=row.description,
+        backend_id=row.backend_id,
+        is_subagent=row.is_subagent,
+        share_scope=row.share_scope,
+        capabilities=capabilities,
+        configurable_items=items,
+        config=row.config_json,
+    )
+
+
+class AgentsController(Controller):
+    path = "/api/agents"
+    tags = ("agents",)
+
+    @get("/", summary="Agents visible to the caller")
+    async def list_agents(self, state: State, user: User) -> list[AgentSummary]:
+        async with state.yuxi.pool.connection() as conn:
+            rows = await visible_agents(conn, user.uid)
+        return [
+            AgentSummary(
+                id=r.slug,
+                name=r.name,
+                description=r.description,
+                backend_id=r.backend_id,
+                is_subagent=r.is_subagent,
+            )
+            for r in rows
+        ]
+
+    @get("/{slug:str}", summary="One agent with its configuration form and values")
+    async def get_agent(self, state: State, user: User, slug: str) -> AgentDetail:
+        return await _visible(state, user, slug)
+
+    @post("/", summary="Create an agent (admins)")
+    async def create_agent(self, state: State, user: User, data: CreateAgent) -> AgentDetail:
+        require_admin(user)
+        await _save(state, data, data.slug, create=True)
+        return await _visible(state, user, data.slug)
+
+    @put("/{slug:str}", summary="Replace an agent's settings (admins)")
+    async def update_agent(
+        self, state: State, user: User, slug: str, data: SaveAgent
+    ) -> AgentDetail:
+        require_admin(user)
+        await _save(state, data, slug, create=False)
+        return await _visible(state, user, slug)
+
+
+async def _visible(state: State, user: User, slug: str) -> AgentDetail:
+    async with state.yuxi.pool.connection() as conn:
+        rows = await visible_agents(conn, user.uid)
+    for row in rows:
+        if row.slug == slug:
+            return _detail(row)
+    raise NotFound(f"agent {slug} not found")
+
+
+async def _save(state: State, data: SaveAgent, slug: str, *, create: bool) -> None:
+    try:
+        get_backend(data.backend_id)
+    except UnknownBackend as error:
+        raise ValidationException(str(error)) from None
+    params: dict[str, Any] = {
+        "c": create,
+        "s": slug,
+        "n": data.name,
+        "d": data.description,
+        "b": data.backend_id,
+        "cfg": encode_json(data.config),
+        "sc": data.share_scope,
+        "sw": list(data.shared_with),
+        "sub": data.is_subagent,
+        "m": data.max_run_attempts,
+    }
+    async with state.yuxi.pool.connection() as conn:
+        await call_scalar(
+            conn,
+            "SELECT yuxi.agent_save(%(c)s, %(s)s, %(n)s, %(d)s, %(b)s, %(cfg)s::jsonb, %(sc)s,"
+            " %(sw)s::uuid[], %(sub)s, %(m)s)",
+            params,
+        )

@@ -1,0 +1,44 @@
+"""Projects of the caller."""
+
+from __future__ import annotations
+
+import asyncio
+from uuid import uuid4
+
+from litestar import Controller, get, post
+from litestar.datastructures import State
+from litestar.exceptions import ValidationException
+
+from yuxi.api.auth import User
+from yuxi.api.dto import CreateProject, Project
+from yuxi.queue.reads import ProjectRow, create_project, list_projects
+from yuxi.runtime.prepare import user_workspace
+
+
+def _view(row: ProjectRow) -> Project:
+    return Project(
+        id=row.id, name=row.name, workdir_path=row.workdir_path, created_at=row.created_at
+    )
+
+
+class ProjectsController(Controller):
+    path = "/api/projects"
+    tags = ("projects",)
+
+    @post("/", summary="Create a project with a working directory in the caller's workspace")
+    async def create(self, state: State, user: User, data: CreateProject) -> Project:
+        projects = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid)) / "projects"
+        workdir = (projects / (data.workdir_path or uuid4().hex[:12])).resolve()
+        # a project's files stay in its owner's workspace: agents' file tools work there
+        if not workdir.is_relative_to(projects.resolve()) or workdir == projects.resolve():
+            raise ValidationException(
+                "workdir_path is a relative directory name inside your workspace's projects/"
+            )
+        await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+        async with state.yuxi.pool.connection() as conn:
+            return _view(await create_project(conn, user.uid, data.name, str(workdir)))
+
+    @get("/", summary="The caller's projects")
+    async def list_all(self, state: State, user: User) -> list[Project]:
+        async with state.yuxi.pool.connection() as conn:
+            return [_view(row) for row in await list_projects(conn, user.uid)]

@@ -1,0 +1,233 @@
+"""Runs and requests: submit, resume, cancel, steer, continue, read, stream."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from uuid import UUID
+
+from litestar import Controller, Request, get, post
+from litestar.datastructures import State
+from litestar.exceptions import ValidationException
+from litestar.params import Parameter
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+
+from yuxi.agents.models import parse_model_spec
+from yuxi.api.auth import User
+from yuxi.api.dto import (
+    CancelResult,
+    ContinueResult,
+    QueueState,
+    RequestView,
+    ResumeRun,
+    RunError,
+    RunResult,
+    RunTiming,
+    RunView,
+    SubmitRun,
+    ThreadRequests,
+)
+from yuxi.queue import reads
+from yuxi.queue.errors import NotFound
+from yuxi.queue.models import RequestInfo, Run, ThreadQueue
+from yuxi.queue.requests import (
+    cancel_request,
+    continue_thread,
+    get_request,
+    steer_request,
+    submit_request,
+    thread_queue,
+)
+from yuxi.queue.runs import get_run, request_cancel, resume_run
+
+FINAL = {"completed", "failed", "cancelled", "interrupted"}
+
+
+def request_view(info: RequestInfo) -> RequestView:
+    return RequestView(
+        request_id=info.request_id,
+        thread_id=info.thread_id,
+        status=info.status,
+        queue_policy=info.queue_policy,
+        queue_position=info.queue_position,
+        message_id=info.message_id,
+        run_id=info.run_id,
+        stream_url=f"/api/agent/runs/{info.run_id}/events" if info.run_id else None,
+        created_at=info.created_at,
+    )
+
+
+def run_view(run: Run) -> RunView:
+    return RunView(
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        request_id=run.request_id,
+        run_type=run.run_type,
+        created_by_run_id=run.created_by_run_id,
+        status=run.status,
+        error_type=run.error_type,
+        error_message=run.error_message,
+        timing=RunTiming(run.created_at, run.started_at, run.finished_at),
+    )
+
+
+class RunsController(Controller):
+    path = "/api/agent"
+    tags = ("runs",)
+
+    @post("/runs", status_code=202, summary="Submit a message to a conversation's queue")
+    async def submit(self, state: State, user: User, data: SubmitRun) -> RequestView:
+        if data.model_spec is not None:
+            parse_model_spec(data.model_spec)  # 400 invalid_model before anything is stored
+        async with state.yuxi.pool.connection() as conn:
+            info = await submit_request(
+                conn,
+                uid=user.uid,
+                thread_id=data.thread_id,
+                query=data.query,
+                request_id=data.request_id,
+                queue_policy=data.queue_policy,
+                model_spec=data.model_spec,
+                tool_approval_mode=data.tool_approval_mode,
+            )
+        return request_view(info)
+
+    @post("/runs/{run_id:uuid}/resume", status_code=202, summary="Resume an interrupted run")
+    async def resume(self, state: State, user: User, run_id: UUID, data: ResumeRun) -> RequestView:
+        async with state.yuxi.pool.connection() as conn:
+            info = await resume_run(
+                conn, run_id, resume=data.resume, uid=user.uid, request_id=data.request_id
+            )
+        return request_view(info)
+
+    @get("/runs/{run_id:uuid}", summary="A run")
+    async def get_one(self, state: State, user: User, run_id: UUID) -> RunView:
+        async with state.yuxi.pool.connection() as conn:
+            return run_view(await get_run(conn, run_id, uid=user.uid))
+
+    @get("/runs/{run_id:uuid}/result", summary="A run's outcome")
+    async def result(self, state: State, user: User, run_id: UUID) -> RunResult:
+        async with state.yuxi.pool.connection() as conn:
+            row = await reads.run_result(conn, run_id, user.uid)
+        error = None
+        if row.error_type or row.error_message:
+            error = RunError(type=row.error_type, message=row.error_message)
+        return RunResult(
+            status=row.status, output=row.output, final_message_id=row.final_message_id, error=error
+        )
+
+    @post("/runs/{run_id:uuid}/cancel", status_code=200, summary="Cancel a run and its children")
+    async def cancel(self, state: State, user: User, run_id: UUID) -> CancelResult:
+        async with state.yuxi.pool.connection() as conn:
+            status = await request_cancel(conn, run_id, uid=user.uid)
+        return CancelResult(run_id=run_id, status=status)
+
+    @get("/runs/{run_id:uuid}/manifest", summary="The run's committed manifest")
+    async def manifest(self, state: State, user: User, run_id: UUID) -> dict[str, object]:
+        async with state.yuxi.pool.connection() as conn:
+            manifest = await reads.run_manifest(conn, run_id, user.uid)
+        if manifest is None:
+            raise NotFound(f"run {run_id} has no manifest yet")
+        return manifest
+
+    @get("/runs/{run_id:uuid}/events", summary="The run's events as Server-Sent Events")
+    async def events(
+        self,
+        state: State,
+        user: User,
+        request: Request[object, object, State],
+        run_id: UUID,
+        after_seq: int | None = Parameter(query="after_seq", default=None, ge=0),
+    ) -> ServerSentEvent:
+        """``id:`` is the event's seq. Resumes after ``Last-Event-ID`` or ``?after_seq=``;
+        ends after exactly one ``end`` event."""
+        last_event_id = request.headers.get("last-event-id")
+        after = after_seq or 0
+        if last_event_id:
+            try:
+                after = max(after, int(last_event_id))
+            except ValueError:
+                raise ValidationException("Last-Event-ID must be an event seq") from None
+        async with state.yuxi.pool.connection() as conn:
+            await get_run(conn, run_id, uid=user.uid)  # 404 for others, before streaming
+        return ServerSentEvent(_stream(state, run_id, after))
+
+    @get("/requests/{request_id:str}", summary="A request")
+    async def get_request_view(self, state: State, user: User, request_id: str) -> RequestView:
+        async with state.yuxi.pool.connection() as conn:
+            return request_view(await get_request(conn, request_id, uid=user.uid))
+
+    @post("/requests/{request_id:str}/cancel", status_code=200, summary="Cancel a queued request")
+    async def cancel_queued(self, state: State, user: User, request_id: str) -> RequestView:
+        async with state.yuxi.pool.connection() as conn:
+            return request_view(await cancel_request(conn, request_id, uid=user.uid))
+
+    @post(
+        "/requests/{request_id:str}/steer",
+        status_code=200,
+        summary="Make a queued request run next",
+    )
+    async def steer(self, state: State, user: User, request_id: str) -> RequestView:
+        async with state.yuxi.pool.connection() as conn:
+            return request_view(await steer_request(conn, request_id, uid=user.uid))
+
+    @get("/thread/{thread_id:uuid}/requests", summary="A conversation's requests and queue state")
+    async def thread_requests(self, state: State, user: User, thread_id: UUID) -> ThreadRequests:
+        async with state.yuxi.pool.connection() as conn:
+            await reads.get_thread(conn, user.uid, thread_id)
+            requests = await reads.thread_requests(conn, user.uid, thread_id)
+            queue = await thread_queue(conn, thread_id)
+        return ThreadRequests(requests=[request_view(r) for r in requests], queue=_queue(queue))
+
+    @post(
+        "/thread/{thread_id:uuid}/requests/continue",
+        status_code=200,
+        summary="Resume a backlog paused by a failed or cancelled run",
+    )
+    async def continue_backlog(self, state: State, user: User, thread_id: UUID) -> ContinueResult:
+        async with state.yuxi.pool.connection() as conn:
+            run_id = await continue_thread(conn, thread_id, uid=user.uid)
+            queue = await thread_queue(conn, thread_id)
+        return ContinueResult(thread_id=thread_id, run_id=run_id, queue=_queue(queue))
+
+
+def _queue(queue: ThreadQueue | None) -> QueueState:
+    if queue is None:
+        raise NotFound("thread not found")
+    return QueueState(
+        status=queue.status,
+        paused_reason=queue.paused_reason,
+        blocking_run_id=queue.blocking_run_id,
+        can_continue=queue.can_continue,
+    )
+
+
+async def _stream(state: State, run_id: UUID, after: int) -> AsyncIterator[ServerSentEventMessage]:
+    app = state.yuxi
+    heartbeat = app.settings.sse_heartbeat_seconds
+    last = after
+    while True:
+        async with app.pool.connection() as conn:
+            rows = await reads.events_after(conn, run_id, last)
+            run = None if rows else await get_run(conn, run_id)
+        for row in rows:
+            last = row.seq
+            yield ServerSentEventMessage(data=json.dumps(row.payload), event=row.event, id=row.seq)
+            if row.event == "end":
+                return
+        if run is not None and run.status in FINAL:
+            # the end was already sent before the client's position: say it again, once
+            yield ServerSentEventMessage(
+                data=json.dumps(
+                    {
+                        "status": run.status,
+                        "error_type": run.error_type,
+                        "error_message": run.error_message,
+                    }
+                ),
+                event="end",
+                id=max(run.last_event_seq, last),
+            )
+            return
+        if not rows and not await app.hub.wait(run_id, heartbeat):
+            yield ServerSentEventMessage(comment="heartbeat")

@@ -1,0 +1,26 @@
+"""GET /api/system/health — no authentication."""
+
+from __future__ import annotations
+
+from litestar import get
+from litestar.datastructures import State
+
+from yuxi.api.dto import Health
+
+
+@get("/api/system/health", tags=["system"], summary="Liveness, database and workers")
+async def health(state: State) -> Health:
+    """``database`` is ``ok`` when a query succeeds; ``workers`` counts procrastinate
+    workers that sent a heartbeat in the last minute."""
+    app = state.yuxi
+    try:
+        async with app.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM procrastinate_workers"
+                " WHERE last_heartbeat > now() - interval '1 minute'"
+            )
+            row = await cur.fetchone()
+        workers = int(row[0]) if row else 0
+        return Health(status="ok", database="ok", workers=workers)
+    except Exception:
+        return Health(status="degraded", database="unavailable", workers=0)

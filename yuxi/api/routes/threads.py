@@ -1,0 +1,110 @@
+"""Conversations: create, list, delete, history, viewed marker, agent state."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from litestar import Controller, delete, get, post
+from litestar.datastructures import State
+
+from yuxi.api.auth import User
+from yuxi.api.dto import (
+    CreateThread,
+    History,
+    HistoryMessage,
+    HistoryRun,
+    RunTiming,
+    Thread,
+    ThreadState,
+)
+from yuxi.queue import reads
+from yuxi.queue.reads import ThreadInfo
+from yuxi.runtime.state import read_thread_state
+
+
+def thread_view(info: ThreadInfo) -> Thread:
+    return Thread(
+        id=info.id,
+        agent_id=info.agent_id,
+        project_id=info.project_id,
+        title=info.title,
+        thread_status=info.thread_status,
+        created_at=info.created_at,
+        updated_at=info.updated_at,
+    )
+
+
+class ThreadsController(Controller):
+    path = "/api/chat"
+    tags = ("threads",)
+
+    @post("/thread", summary="Create a conversation with an agent the caller can see")
+    async def create(self, state: State, user: User, data: CreateThread) -> Thread:
+        async with state.yuxi.pool.connection() as conn:
+            info = await reads.create_thread_info(
+                conn, user.uid, data.agent_id, data.project_id, data.title
+            )
+        return thread_view(info)
+
+    @get("/threads", summary="The caller's conversations, most recently active first")
+    async def list_threads(self, state: State, user: User) -> list[Thread]:
+        async with state.yuxi.pool.connection() as conn:
+            return [thread_view(info) for info in await reads.list_threads(conn, user.uid)]
+
+    @delete("/thread/{thread_id:uuid}", summary="Delete a conversation (its queue is cancelled)")
+    async def remove(self, state: State, user: User, thread_id: UUID) -> None:
+        async with state.yuxi.pool.connection() as conn:
+            await reads.delete_thread(conn, user.uid, thread_id)
+
+    @get("/thread/{thread_id:uuid}/history", summary="The thread, all its runs, all its messages")
+    async def history(self, state: State, user: User, thread_id: UUID) -> History:
+        async with state.yuxi.pool.connection() as conn:
+            info = await reads.get_thread(conn, user.uid, thread_id)
+            runs = await reads.thread_runs(conn, user.uid, thread_id)
+            messages = await reads.thread_messages(conn, user.uid, thread_id)
+        return History(
+            thread=thread_view(info),
+            runs=[
+                HistoryRun(
+                    run_id=r.run_id,
+                    request_id=r.request_id,
+                    run_type=r.run_type,
+                    created_by_run_id=r.created_by_run_id,
+                    status=r.status,
+                    timing=RunTiming(r.created_at, r.started_at, r.finished_at),
+                )
+                for r in runs
+            ],
+            history=[
+                HistoryMessage(
+                    id=m.id,
+                    role=m.role,
+                    content=m.content,
+                    run_id=m.run_id,
+                    request_id=m.request_id,
+                    delivery_status=m.delivery_status,
+                    metadata=m.metadata,
+                    created_at=m.created_at,
+                )
+                for m in messages
+            ],
+        )
+
+    @post("/thread/{thread_id:uuid}/viewed", status_code=200, summary="Mark the thread as seen")
+    async def viewed(self, state: State, user: User, thread_id: UUID) -> Thread:
+        async with state.yuxi.pool.connection() as conn:
+            return thread_view(await reads.mark_viewed(conn, user.uid, thread_id))
+
+    @get("/thread/{thread_id:uuid}/state", summary="Agent state and the pending interrupt, if any")
+    async def agent_state(self, state: State, user: User, thread_id: UUID) -> ThreadState:
+        async with state.yuxi.pool.connection() as conn:
+            await reads.get_thread(conn, user.uid, thread_id)  # 404 for others
+            runs = await reads.thread_runs(conn, user.uid, thread_id)
+        latest = next((r.status for r in reversed(runs) if r.run_type != "subagent"), None)
+        result = await read_thread_state(
+            state.yuxi.checkpointer, str(thread_id), latest_run_status=latest
+        )
+        interrupt = None
+        if result.interrupt is not None:
+            interrupt = {"id": result.interrupt.id, "value": result.interrupt.value}
+        return ThreadState(agent_state=result.agent_state, interrupt=interrupt)

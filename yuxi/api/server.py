@@ -1,0 +1,47 @@
+"""Serving the API with uvicorn inside yuxi's own process and signal handling."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+import uvicorn
+
+from yuxi.api.app import create_app
+from yuxi.settings import Settings
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # yuxi's CLI owns SIGINT/SIGTERM and stops the server through should_exit
+        yield
+
+
+class ListenError(RuntimeError):
+    """The API could not listen on its host and port."""
+
+
+async def serve_api(url: str, settings: Settings) -> None:
+    """Serves until cancelled; cancelling finishes in-flight requests, then returns."""
+    config = uvicorn.Config(
+        create_app(url, settings),
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+    )
+    server = _Server(config)
+    task = asyncio.ensure_future(server.serve())
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        server.should_exit = True
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    except SystemExit:
+        raise ListenError(
+            f"cannot serve on {settings.host}:{settings.port} (is the port in use?)"
+        ) from None
