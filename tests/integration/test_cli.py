@@ -6,12 +6,13 @@ import asyncio
 import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import psycopg
+import httpx
 
 from tests.integration.conftest import World
 
@@ -47,9 +48,19 @@ async def test_user_create_prints_a_token_stored_only_as_its_hash(
     assert again.returncode == 1 and "user carol already exists" in again.stderr
 
 
-def test_up_runs_a_conversation_and_keeps_it_across_restarts(tmp_path: Path) -> None:
-    env = {**os.environ, "YUXI_HOME": str(tmp_path / "home"), "YUXI_MAINTENANCE_SECONDS": "1"}
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_up_serves_a_conversation_and_keeps_it_across_restarts(tmp_path: Path) -> None:
+    """The acceptance path: `yuxi up` in a fresh YUXI_HOME, a user made with the CLI, a
+    conversation over HTTP, SIGINT, a restart, the history intact."""
+    port = _free_port()
+    env = {**os.environ, "YUXI_HOME": str(tmp_path / "home"), "YUXI_PORT": str(port)}
     env.pop("YUXI_DATABASE_URL", None)
+    base = f"http://127.0.0.1:{port}"
 
     def start() -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -76,42 +87,48 @@ def test_up_runs_a_conversation_and_keeps_it_across_restarts(tmp_path: Path) -> 
             if process.stdout is not None:
                 process.stdout.close()
 
+    def wait_healthy(client: httpx.Client) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if client.get("/api/system/health").json()["workers"] >= 1:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("yuxi up did not become healthy")
+
     first = start()
     try:
-        url = read_until(first, "database: ")
-        token = read_until(first, "admin token (shown once): ")
-        assert token.startswith("yx_")
-        with psycopg.connect(url, autocommit=True) as conn:
-            uid = conn.execute("SELECT id FROM yuxi.users WHERE name = 'admin'").fetchone()[0]  # type: ignore[index]
-            thread = conn.execute(
-                "SELECT thread_id FROM yuxi.thread_create(%s, 'chatbot')", (uid,)
-            ).fetchone()[0]  # type: ignore[index]
-            run_id = conn.execute(
-                "SELECT run_id FROM yuxi.request_submit(%s, %s, 'ping')", (uid, thread)
-            ).fetchone()[0]  # type: ignore[index]
+        assert read_until(first, "api: ") == base
+        admin_token = read_until(first, "admin token (shown once): ")
+        assert admin_token.startswith("yx_")
+        created = _yuxi("user", "create", "dora", env={"YUXI_HOME": env["YUXI_HOME"]})
+        assert created.returncode == 0, created.stderr
+        token = created.stdout.strip().splitlines()[-1]
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as client:
+            wait_healthy(client)
+            thread = client.post("/api/chat/thread", json={"agent_id": "chatbot"}).json()["id"]
+            submitted = client.post("/api/agent/runs", json={"thread_id": thread, "query": "ping"})
+            assert submitted.status_code == 202
+            run_id = submitted.json()["run_id"]
             deadline = time.monotonic() + 30
-            status = None
-            while time.monotonic() < deadline:
-                status = conn.execute(
-                    "SELECT status FROM yuxi.agent_runs WHERE run_id = %s", (run_id,)
-                ).fetchone()[0]  # type: ignore[index]
-                if status == "completed":
-                    break
+            while client.get(f"/api/agent/runs/{run_id}").json()["status"] != "completed":
+                assert time.monotonic() < deadline, "the run did not complete"
                 time.sleep(0.1)
-            assert status == "completed"
     finally:
         stop(first)
 
     second = start()
     try:
-        url = read_until(second, "database: ")
-        with psycopg.connect(url, autocommit=True) as conn:
-            replies = conn.execute(
-                "SELECT content FROM yuxi.messages WHERE thread_id = %s AND role = 'assistant'",
-                (thread,),
-            ).fetchall()
-            admins = conn.execute("SELECT count(*) FROM yuxi.users").fetchone()
-        assert replies == [("echo: ping",)]
-        assert admins == (1,)  # no second admin on restart
+        read_until(second, "api: ")
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as client:
+            wait_healthy(client)
+            history = client.get(f"/api/chat/thread/{thread}/history").json()
+        assert [(m["role"], m["content"]) for m in history["history"]] == [
+            ("user", "ping"),
+            ("assistant", "echo: ping"),
+        ]
+        assert [r["status"] for r in history["runs"]] == ["completed"]
     finally:
         stop(second)
