@@ -2,9 +2,10 @@
 
 - ``execute_run(run_id)`` (queue ``yuxi_runs``): delivered by the SQL that makes a run
   pending; executes it. A duplicate delivery finds the run claimed and does nothing.
-- ``yuxi_reconcile_leases`` and ``yuxi_redeliver_runs`` (queue ``yuxi_maintenance``,
-  periodic): fail or retry runs whose lease expired; re-deliver pending runs whose job
-  vanished. procrastinate defers each periodic slot once across all workers.
+- ``yuxi_reconcile_leases``, ``yuxi_redeliver_runs`` and ``yuxi_tick_schedules`` (queue
+  ``yuxi_maintenance``, periodic): fail or retry runs whose lease expired; re-deliver
+  pending runs whose job vanished; fire due scheduled jobs. procrastinate defers each
+  periodic slot once across all workers.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.executor import ExecutorSettings, RunExecutor
 from yuxi.runtime.inputs import DatabaseCatalog
 from yuxi.runtime.resources import ResourceCatalog
+from yuxi.scheduling.ticker import tick_until_idle
 from yuxi.settings import Settings
 
 log = logging.getLogger("yuxi.worker")
@@ -121,6 +123,20 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings) -> App:
                 log.warning(
                     "run %s: delivery was missing; re-delivered as job %s", run.run_id, run.job_id
                 )
+
+    @app.periodic(cron=every)
+    @app.task(name="yuxi_tick_schedules", queue=MAINTENANCE_QUEUE)
+    async def tick_schedules(timestamp: int) -> None:
+        async with runtime.pool.connection() as conn:
+            result = await tick_until_idle(conn)
+        if result.handled:
+            log.info(
+                "scheduled jobs: %d fired, %d skipped, %d failed, %d to retry",
+                result.fired,
+                result.skipped,
+                result.failed,
+                result.retry,
+            )
 
     return app
 

@@ -1,0 +1,359 @@
+-- yuxi: scheduled agent jobs and their occurrences.
+--
+-- A job fires at most once per slot: unique (job_id, scheduled_for) for scheduled
+-- occurrences. Each fire creates a fresh conversation in the job's project and submits
+-- the prompt through yuxi.request_submit, the one submit path. Cron arithmetic lives in
+-- Python (yuxi/scheduling/cron.py); these functions receive the computed instants.
+
+CREATE TABLE yuxi.scheduled_agent_jobs (
+    id                  uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    uid                 uuid NOT NULL REFERENCES yuxi.users (id) ON DELETE CASCADE,
+    project_id          uuid REFERENCES yuxi.projects (id) ON DELETE SET NULL,
+    agent_slug          text NOT NULL,
+    prompt              text NOT NULL CHECK (length(btrim(prompt)) BETWEEN 1 AND 100000),
+    tool_approval_mode  text NOT NULL DEFAULT 'auto' CHECK (tool_approval_mode IN ('auto', 'ask')),
+    cron                text NOT NULL CHECK (length(cron) BETWEEN 1 AND 200),
+    timezone            text NOT NULL CHECK (length(timezone) BETWEEN 1 AND 64),
+    enabled             boolean NOT NULL DEFAULT true,
+    -- the next slot in UTC, computed from cron and timezone
+    next_fire_at        timestamptz NOT NULL,
+    last_fired_at       timestamptz,
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    updated_at          timestamptz NOT NULL DEFAULT now(),
+    deleted_at          timestamptz
+);
+-- What the ticker scans: enabled, live jobs by due time.
+CREATE INDEX scheduled_agent_jobs_due_idx ON yuxi.scheduled_agent_jobs (next_fire_at)
+    WHERE enabled AND deleted_at IS NULL;
+CREATE INDEX scheduled_agent_jobs_uid_idx ON yuxi.scheduled_agent_jobs (uid) WHERE deleted_at IS NULL;
+
+CREATE TABLE yuxi.scheduled_job_occurrences (
+    id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    job_id           uuid NOT NULL REFERENCES yuxi.scheduled_agent_jobs (id) ON DELETE CASCADE,
+    scheduled_for    timestamptz NOT NULL,
+    trigger          text NOT NULL CHECK (trigger IN ('schedule', 'manual')),
+    status           text NOT NULL CHECK (status IN ('submitted', 'skipped', 'failed', 'pending_retry')),
+    -- what the job said when it fired: agent, prompt, approval mode, cron, zone, project
+    config_snapshot  jsonb NOT NULL,
+    thread_id        uuid,
+    request_id       text,
+    error            text,
+    created_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CHECK ((status = 'submitted') = (request_id IS NOT NULL))
+);
+-- At most one occurrence per job and scheduled slot, however many tickers run.
+CREATE UNIQUE INDEX scheduled_job_occurrences_slot_key
+    ON yuxi.scheduled_job_occurrences (job_id, scheduled_for) WHERE trigger = 'schedule';
+CREATE INDEX scheduled_job_occurrences_job_idx
+    ON yuxi.scheduled_job_occurrences (job_id, created_at DESC);
+
+CREATE TYPE yuxi.occurrence_info AS (
+    id             uuid,
+    job_id         uuid,
+    scheduled_for  timestamptz,
+    trigger        text,
+    status         text,
+    thread_id      uuid,
+    request_id     text,
+    run_id         uuid,
+    run_status     text,
+    error          text,
+    created_at     timestamptz
+);
+
+-- An occurrence with its run's current status, read from the run, never copied.
+CREATE FUNCTION yuxi.occurrence_view(p_occurrence yuxi.scheduled_job_occurrences)
+RETURNS yuxi.occurrence_info
+LANGUAGE sql STABLE AS $$
+    SELECT p_occurrence.id, p_occurrence.job_id, p_occurrence.scheduled_for, p_occurrence.trigger,
+           p_occurrence.status, p_occurrence.thread_id, p_occurrence.request_id,
+           r.dispatched_run_id, run.status, p_occurrence.error, p_occurrence.created_at
+    FROM (SELECT 1) one
+    LEFT JOIN yuxi.agent_run_requests r ON r.request_id = p_occurrence.request_id
+    LEFT JOIN yuxi.agent_runs run ON run.run_id = r.dispatched_run_id
+$$;
+
+-- Why the user may not (any more) run this job's agent in this project; NULL when fine.
+CREATE FUNCTION yuxi.job_access_error(p_uid uuid, p_project_id uuid, p_agent_slug text) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN NOT EXISTS (SELECT 1 FROM yuxi.users WHERE id = p_uid AND deleted_at IS NULL) THEN
+            'the job''s user no longer exists'
+        WHEN p_project_id IS NULL OR NOT EXISTS (
+                 SELECT 1 FROM yuxi.projects
+                 WHERE id = p_project_id AND uid = p_uid AND deleted_at IS NULL) THEN
+            format('project %s not found', coalesce(p_project_id::text, '(deleted)'))
+        WHEN NOT yuxi.agent_visible_to(p_agent_slug, p_uid) THEN
+            format('agent %s not found', p_agent_slug)
+    END
+$$;
+
+CREATE FUNCTION yuxi.job_check_access(p_uid uuid, p_project_id uuid, p_agent_slug text) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_error text := yuxi.job_access_error(p_uid, p_project_id, p_agent_slug);
+BEGIN
+    IF v_error IS NOT NULL THEN
+        RAISE EXCEPTION '%', v_error USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+END;
+$$;
+
+CREATE FUNCTION yuxi.job_create(
+    p_uid uuid, p_project_id uuid, p_agent_slug text, p_prompt text, p_tool_approval_mode text,
+    p_cron text, p_timezone text, p_enabled boolean, p_next_fire_at timestamptz
+) RETURNS yuxi.scheduled_agent_jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_job yuxi.scheduled_agent_jobs;
+BEGIN
+    PERFORM yuxi.job_check_access(p_uid, p_project_id, p_agent_slug);
+    IF p_prompt IS NULL OR btrim(p_prompt) = '' THEN
+        RAISE EXCEPTION 'prompt must not be empty' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    INSERT INTO yuxi.scheduled_agent_jobs (uid, project_id, agent_slug, prompt, tool_approval_mode,
+                                           cron, timezone, enabled, next_fire_at)
+    VALUES (p_uid, p_project_id, p_agent_slug, p_prompt, coalesce(p_tool_approval_mode, 'auto'),
+            p_cron, p_timezone, coalesce(p_enabled, true), p_next_fire_at)
+    RETURNING * INTO v_job;
+    RETURN v_job;
+END;
+$$;
+
+-- The caller's live job, locked; not_found otherwise.
+CREATE FUNCTION yuxi.job_lock(p_uid uuid, p_job_id uuid) RETURNS yuxi.scheduled_agent_jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_job yuxi.scheduled_agent_jobs;
+BEGIN
+    SELECT * INTO v_job FROM yuxi.scheduled_agent_jobs
+    WHERE id = p_job_id AND (p_uid IS NULL OR uid = p_uid) AND deleted_at IS NULL
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'scheduled job % not found', p_job_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN v_job;
+END;
+$$;
+
+-- Replaces a job's settings (the caller passes every field, changed or not) and its
+-- next fire time, re-validating project ownership and agent visibility.
+CREATE FUNCTION yuxi.job_update(
+    p_uid uuid, p_job_id uuid, p_project_id uuid, p_agent_slug text, p_prompt text,
+    p_tool_approval_mode text, p_cron text, p_timezone text, p_enabled boolean,
+    p_next_fire_at timestamptz
+) RETURNS yuxi.scheduled_agent_jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_job yuxi.scheduled_agent_jobs;
+BEGIN
+    PERFORM yuxi.job_lock(p_uid, p_job_id);
+    PERFORM yuxi.job_check_access(p_uid, p_project_id, p_agent_slug);
+    UPDATE yuxi.scheduled_agent_jobs
+    SET project_id = p_project_id, agent_slug = p_agent_slug, prompt = p_prompt,
+        tool_approval_mode = p_tool_approval_mode, cron = p_cron, timezone = p_timezone,
+        enabled = p_enabled, next_fire_at = p_next_fire_at, updated_at = now()
+    WHERE id = p_job_id
+    RETURNING * INTO v_job;
+    RETURN v_job;
+END;
+$$;
+
+-- Soft delete: the job stops firing; its occurrences stay readable by operators.
+CREATE FUNCTION yuxi.job_delete(p_uid uuid, p_job_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM yuxi.job_lock(p_uid, p_job_id);
+    UPDATE yuxi.scheduled_agent_jobs SET deleted_at = now(), enabled = false, updated_at = now()
+    WHERE id = p_job_id;
+END;
+$$;
+
+-- Pause or resume firing (psql: SELECT yuxi.job_set_enabled(NULL, '<id>', false)).
+-- Resuming needs the next fire time, which the caller computes from the cron.
+CREATE FUNCTION yuxi.job_set_enabled(
+    p_uid uuid, p_job_id uuid, p_enabled boolean, p_next_fire_at timestamptz DEFAULT NULL
+) RETURNS yuxi.scheduled_agent_jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_job yuxi.scheduled_agent_jobs;
+BEGIN
+    PERFORM yuxi.job_lock(p_uid, p_job_id);
+    UPDATE yuxi.scheduled_agent_jobs
+    SET enabled = p_enabled, next_fire_at = coalesce(p_next_fire_at, next_fire_at), updated_at = now()
+    WHERE id = p_job_id
+    RETURNING * INTO v_job;
+    RETURN v_job;
+END;
+$$;
+
+-- Due jobs for one ticker transaction, locked so concurrent tickers take disjoint sets.
+CREATE FUNCTION yuxi.jobs_due(p_now timestamptz, p_limit integer DEFAULT 100)
+RETURNS SETOF yuxi.scheduled_agent_jobs
+LANGUAGE sql AS $$
+    SELECT * FROM yuxi.scheduled_agent_jobs
+    WHERE enabled AND deleted_at IS NULL AND next_fire_at <= p_now
+    ORDER BY next_fire_at
+    LIMIT p_limit
+    FOR UPDATE SKIP LOCKED
+$$;
+
+-- True while the job's latest submitted occurrence still has work in flight: its
+-- request is queued, or its run is not final (interrupted waits for the user).
+CREATE FUNCTION yuxi.job_busy(p_job_id uuid) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce((
+        SELECT r.status = 'queued'
+               OR (r.status = 'dispatched'
+                   AND run.status IN ('pending', 'running', 'cancel_requested', 'interrupted'))
+        FROM yuxi.scheduled_job_occurrences o
+        JOIN yuxi.agent_run_requests r ON r.request_id = o.request_id
+        LEFT JOIN yuxi.agent_runs run ON run.run_id = r.dispatched_run_id
+        WHERE o.job_id = p_job_id AND o.status = 'submitted'
+        ORDER BY o.created_at DESC
+        LIMIT 1
+    ), false)
+$$;
+
+-- Fires one job: the single path for the ticker (trigger 'schedule', the job locked by
+-- jobs_due, p_next_fire_at given) and for "run now" (trigger 'manual', p_uid checked).
+-- Records exactly one occurrence: skipped while the previous one is in flight, failed
+-- with the reason when the project or agent is no longer available, else submitted
+-- with a fresh conversation. A scheduled slot already recorded (another ticker won) is
+-- returned as it is. Unknown errors propagate: the caller leaves the slot for the next
+-- tick.
+CREATE FUNCTION yuxi.job_fire(
+    p_job_id uuid, p_trigger text, p_scheduled_for timestamptz,
+    p_next_fire_at timestamptz DEFAULT NULL, p_uid uuid DEFAULT NULL
+) RETURNS yuxi.occurrence_info
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_job yuxi.scheduled_agent_jobs;
+    v_occurrence yuxi.scheduled_job_occurrences;
+    v_id uuid := gen_random_uuid();
+    v_snapshot jsonb;
+    v_error text;
+    v_thread uuid;
+    v_request text;
+BEGIN
+    IF p_trigger NOT IN ('schedule', 'manual') THEN
+        RAISE EXCEPTION 'trigger is schedule or manual' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_job := yuxi.job_lock(p_uid, p_job_id);
+    IF p_trigger = 'schedule' THEN
+        SELECT * INTO v_occurrence FROM yuxi.scheduled_job_occurrences
+        WHERE job_id = p_job_id AND scheduled_for = p_scheduled_for AND trigger = 'schedule'
+          AND status <> 'pending_retry';
+        IF FOUND THEN
+            RETURN yuxi.occurrence_view(v_occurrence);
+        END IF;
+    ELSE
+        PERFORM yuxi.job_check_access(v_job.uid, v_job.project_id, v_job.agent_slug);
+    END IF;
+
+    v_snapshot := jsonb_build_object(
+        'agent_slug', v_job.agent_slug, 'prompt', v_job.prompt,
+        'tool_approval_mode', v_job.tool_approval_mode, 'cron', v_job.cron,
+        'timezone', v_job.timezone, 'project_id', v_job.project_id);
+
+    IF yuxi.job_busy(p_job_id) THEN
+        v_error := 'the previous occurrence is still running';
+        INSERT INTO yuxi.scheduled_job_occurrences
+            (id, job_id, scheduled_for, trigger, status, config_snapshot, error)
+        VALUES (v_id, p_job_id, p_scheduled_for, p_trigger, 'skipped', v_snapshot, v_error)
+        ON CONFLICT (job_id, scheduled_for) WHERE trigger = 'schedule'
+        DO UPDATE SET status = 'skipped', error = excluded.error, updated_at = clock_timestamp()
+        RETURNING * INTO v_occurrence;
+    ELSE
+        v_error := yuxi.job_access_error(v_job.uid, v_job.project_id, v_job.agent_slug);
+        IF v_error IS NULL THEN
+            v_thread := (yuxi.thread_create(v_job.uid, v_job.agent_slug, v_job.project_id,
+                                            left(btrim(v_job.prompt), 80))).thread_id;
+            v_request := (yuxi.request_submit(v_job.uid, v_thread, v_job.prompt, 'sched-' || v_id::text,
+                                              'enqueue', NULL, v_job.tool_approval_mode,
+                                              'schedule')).request_id;
+        END IF;
+        INSERT INTO yuxi.scheduled_job_occurrences
+            (id, job_id, scheduled_for, trigger, status, config_snapshot, thread_id, request_id, error)
+        VALUES (v_id, p_job_id, p_scheduled_for, p_trigger,
+                CASE WHEN v_error IS NULL THEN 'submitted' ELSE 'failed' END,
+                v_snapshot, v_thread, v_request, v_error)
+        ON CONFLICT (job_id, scheduled_for) WHERE trigger = 'schedule'
+        DO UPDATE SET status = excluded.status, thread_id = excluded.thread_id,
+                      request_id = excluded.request_id, error = excluded.error,
+                      config_snapshot = excluded.config_snapshot, updated_at = clock_timestamp()
+        RETURNING * INTO v_occurrence;
+    END IF;
+
+    UPDATE yuxi.scheduled_agent_jobs
+    SET last_fired_at = now(),
+        next_fire_at = CASE WHEN p_trigger = 'schedule' THEN coalesce(p_next_fire_at, next_fire_at)
+                            ELSE next_fire_at END
+    WHERE id = p_job_id;
+    RETURN yuxi.occurrence_view(v_occurrence);
+END;
+$$;
+
+-- Records that firing a slot hit an unexpected error; the slot stays due and the next
+-- tick tries again (the pending_retry occurrence is then replaced).
+CREATE FUNCTION yuxi.job_mark_retry(p_job_id uuid, p_scheduled_for timestamptz, p_error text)
+RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO yuxi.scheduled_job_occurrences (job_id, scheduled_for, trigger, status, config_snapshot, error)
+    SELECT j.id, p_scheduled_for, 'schedule', 'pending_retry',
+           jsonb_build_object('agent_slug', j.agent_slug, 'prompt', j.prompt,
+                              'tool_approval_mode', j.tool_approval_mode, 'cron', j.cron,
+                              'timezone', j.timezone, 'project_id', j.project_id),
+           left(p_error, 2000)
+    FROM yuxi.scheduled_agent_jobs j WHERE j.id = p_job_id
+    ON CONFLICT (job_id, scheduled_for) WHERE trigger = 'schedule'
+    DO UPDATE SET error = excluded.error, updated_at = clock_timestamp()
+    WHERE yuxi.scheduled_job_occurrences.status = 'pending_retry'
+$$;
+
+CREATE FUNCTION yuxi.job_occurrences(p_uid uuid, p_job_id uuid, p_limit integer DEFAULT 100)
+RETURNS SETOF yuxi.occurrence_info
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM yuxi.scheduled_agent_jobs
+                   WHERE id = p_job_id AND (p_uid IS NULL OR uid = p_uid) AND deleted_at IS NULL) THEN
+        RAISE EXCEPTION 'scheduled job % not found', p_job_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN QUERY
+    SELECT (yuxi.occurrence_view(o)).*
+    FROM yuxi.scheduled_job_occurrences o
+    WHERE o.job_id = p_job_id
+    ORDER BY o.created_at DESC, o.id
+    LIMIT p_limit;
+END;
+$$;
+
+-- Operators: jobs that are due now, and jobs whose latest occurrence failed.
+CREATE VIEW yuxi.due_jobs AS
+SELECT j.id, j.uid, j.agent_slug, j.cron, j.timezone, j.next_fire_at, j.last_fired_at
+FROM yuxi.scheduled_agent_jobs j
+WHERE j.enabled AND j.deleted_at IS NULL AND j.next_fire_at <= now();
+
+CREATE VIEW yuxi.failing_jobs AS
+SELECT j.id, j.uid, j.agent_slug, o.scheduled_for, o.status, o.error, o.created_at AS failed_at
+FROM yuxi.scheduled_agent_jobs j
+JOIN LATERAL (
+    SELECT * FROM yuxi.scheduled_job_occurrences o
+    WHERE o.job_id = j.id ORDER BY o.created_at DESC LIMIT 1
+) o ON true
+WHERE j.deleted_at IS NULL AND o.status IN ('failed', 'pending_retry');
+
+-- Deletes a user: soft-deletes the account, revokes its tokens and removes its
+-- scheduled jobs and their occurrences, in one transaction.
+CREATE FUNCTION yuxi.user_delete(p_uid uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE yuxi.users SET deleted_at = now() WHERE id = p_uid AND deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'user % not found', p_uid USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    UPDATE yuxi.api_tokens SET revoked_at = now() WHERE user_id = p_uid AND revoked_at IS NULL;
+    DELETE FROM yuxi.scheduled_agent_jobs WHERE uid = p_uid;  -- occurrences cascade
+END;
+$$;

@@ -1,0 +1,1 @@
+"""Scheduled agent jobs: cron parsing, next-fire computation, the ticker."""
