@@ -22,6 +22,7 @@ from yuxi.api.event_hub import EventHub
 from yuxi.api.routes.agents import AgentsController
 from yuxi.api.routes.projects import ProjectsController
 from yuxi.api.routes.runs import RunsController
+from yuxi.api.routes.scheduling import ScheduledJobsController
 from yuxi.api.routes.system import health
 from yuxi.api.routes.threads import ThreadsController
 from yuxi.api.state import AppState
@@ -68,6 +69,7 @@ def create_app(url: str, settings: Settings) -> Litestar:
             ProjectsController,
             ThreadsController,
             RunsController,
+            ScheduledJobsController,
         ],
         dependencies={"user": Provide(authenticate)},
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]

@@ -199,3 +199,54 @@ class ErrorDetail(msgspec.Struct, frozen=True):
 
 class ErrorBody(msgspec.Struct, frozen=True):
     error: ErrorDetail
+
+
+class CreateScheduledJob(Body):
+    project_id: UUID
+    agent_slug: str
+    prompt: str
+    cron: str
+    timezone: str
+    tool_approval_mode: Literal["auto", "ask"] = "auto"
+    enabled: bool = True
+
+
+class UpdateScheduledJob(Body):
+    """Only the fields present change."""
+
+    project_id: UUID | msgspec.UnsetType = msgspec.UNSET
+    agent_slug: str | msgspec.UnsetType = msgspec.UNSET
+    prompt: str | msgspec.UnsetType = msgspec.UNSET
+    cron: str | msgspec.UnsetType = msgspec.UNSET
+    timezone: str | msgspec.UnsetType = msgspec.UNSET
+    tool_approval_mode: Literal["auto", "ask"] | msgspec.UnsetType = msgspec.UNSET
+    enabled: bool | msgspec.UnsetType = msgspec.UNSET
+
+
+class ScheduledJob(msgspec.Struct, frozen=True):
+    id: UUID
+    project_id: UUID | None
+    agent_slug: str
+    prompt: str
+    cron: str
+    timezone: str
+    tool_approval_mode: str
+    enabled: bool
+    next_fire_at: datetime
+    last_fired_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class JobOccurrence(msgspec.Struct, frozen=True):
+    id: UUID
+    job_id: UUID
+    scheduled_for: datetime
+    trigger: str
+    status: str
+    thread_id: UUID | None
+    request_id: str | None
+    run_id: UUID | None
+    run_status: str | None
+    error: str | None
+    created_at: datetime

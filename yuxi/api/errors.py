@@ -14,6 +14,7 @@ from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from yuxi.agents.models import ModelSpecError
 from yuxi.queue import errors as queue_errors
+from yuxi.scheduling.cron import CronError
 
 log = logging.getLogger("yuxi.api")
 
@@ -54,6 +55,10 @@ def model_spec_error(_: Request[Any, Any, Any], exc: ModelSpecError) -> Response
     return error_response(400, "invalid_model", str(exc))
 
 
+def cron_error(_: Request[Any, Any, Any], exc: CronError) -> Response[Any]:
+    return error_response(400, "invalid_schedule", str(exc))
+
+
 def forbidden(_: Request[Any, Any, Any], exc: Forbidden) -> Response[Any]:
     return error_response(403, "forbidden", str(exc) or "not allowed")
 
@@ -87,6 +92,7 @@ def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Respons
 EXCEPTION_HANDLERS = {
     queue_errors.QueueError: queue_error,
     ModelSpecError: model_spec_error,
+    CronError: cron_error,
     Forbidden: forbidden,
     ValidationException: validation_error,
     HTTPException: http_error,
