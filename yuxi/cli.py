@@ -125,7 +125,8 @@ async def _together(*services: Awaitable[None]) -> None:
 
 
 async def _seed(url: str) -> str | None:
-    """The default agent and, on first start, the admin user; returns a new admin token."""
+    """The default agent and, while there is no admin, an `admin` user; returns the new
+    admin's token (shown once)."""
     from psycopg import AsyncConnection
 
     async with await AsyncConnection.connect(url, autocommit=True) as conn:
@@ -134,11 +135,17 @@ async def _seed(url: str) -> str | None:
             ' \'{"context": {"model": "builtin:scripted"}}\'::jsonb,'
             " 'A general assistant; its default model is the offline builtin:scripted')"
         )
-        cur = await conn.execute("SELECT count(*) FROM yuxi.users WHERE deleted_at IS NULL")
+        cur = await conn.execute(
+            "SELECT count(*) FROM yuxi.users WHERE deleted_at IS NULL AND is_admin"
+        )
         row = await cur.fetchone()
         if row is not None and row[0] > 0:
             return None
-        _uid, token = await create_user(conn, "admin", is_admin=True)
+        try:
+            _uid, token = await create_user(conn, "admin", is_admin=True)
+        except QueueError as error:  # a non-admin user already has the name
+            click.echo(f"no admin user was created: {error}", err=True)
+            return None
         return token
 
 

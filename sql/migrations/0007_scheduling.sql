@@ -357,3 +357,21 @@ BEGIN
     DELETE FROM yuxi.scheduled_agent_jobs WHERE uid = p_uid;  -- occurrences cascade
 END;
 $$;
+
+-- A job whose cron or time zone can no longer be evaluated (edited by hand, or a zone
+-- that disappeared): its due slot is recorded failed with the reason and the job is
+-- disabled, so it neither blocks the ticker nor fires wrongly.
+CREATE FUNCTION yuxi.job_disable_invalid(p_job_id uuid, p_scheduled_for timestamptz, p_error text)
+RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO yuxi.scheduled_job_occurrences (job_id, scheduled_for, trigger, status, config_snapshot, error)
+    SELECT j.id, p_scheduled_for, 'schedule', 'failed',
+           jsonb_build_object('agent_slug', j.agent_slug, 'prompt', j.prompt,
+                              'tool_approval_mode', j.tool_approval_mode, 'cron', j.cron,
+                              'timezone', j.timezone, 'project_id', j.project_id),
+           left(p_error || '; the job was disabled', 2000)
+    FROM yuxi.scheduled_agent_jobs j WHERE j.id = p_job_id
+    ON CONFLICT (job_id, scheduled_for) WHERE trigger = 'schedule'
+    DO UPDATE SET status = 'failed', error = excluded.error, updated_at = clock_timestamp();
+    UPDATE yuxi.scheduled_agent_jobs SET enabled = false, updated_at = now() WHERE id = p_job_id;
+$$;

@@ -235,3 +235,31 @@ async def test_a_job_due_now_completes_through_a_real_worker(
         history[-1].thread_id,
     )
     assert reply == "echo: daily report"
+
+
+@pytest.mark.parametrize(("cron", "zone"), [("not a cron", "UTC"), ("0 9 * * *", "Gone/Zone")])
+async def test_a_job_broken_by_hand_is_disabled_and_does_not_block_others(
+    world: World, cron: str, zone: str
+) -> None:
+    broken = await _job(world)
+    fine = await _job(world, prompt="fine")
+    await world.execute(
+        "UPDATE yuxi.scheduled_agent_jobs SET cron = %s, timezone = %s WHERE id = %s",
+        cron,
+        zone,
+        broken,
+    )
+    result = await _tick(world, datetime(2026, 6, 1, 9, 1, tzinfo=UTC))
+    assert (result.fired, result.failed) == (1, 1)
+    row = await world.fetch(
+        "SELECT j.enabled, o.status, o.error FROM yuxi.scheduled_agent_jobs j"
+        " JOIN yuxi.scheduled_job_occurrences o ON o.job_id = j.id WHERE j.id = %s",
+        broken,
+    )
+    assert row[0][:2] == (False, "failed") and "disabled" in row[0][2]
+    assert (
+        await world.value(
+            "SELECT status FROM yuxi.scheduled_job_occurrences WHERE job_id = %s", fine
+        )
+        == "submitted"
+    )

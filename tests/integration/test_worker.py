@@ -347,3 +347,33 @@ async def saver(url: str) -> AsyncIterator[AsyncPostgresSaver]:
         url, autocommit=True, prepare_threshold=0, row_factory=dict_row
     ) as conn:
         yield AsyncPostgresSaver(conn)  # type: ignore[arg-type]
+
+
+async def test_a_retried_run_continues_from_its_checkpoint(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    await world.execute("UPDATE yuxi.agents SET max_run_attempts = 3 WHERE slug = 'chatbot'")
+    thread = await world.thread()
+    info = await world.submit(thread, "/sleep 2")
+    async with running_worker(db_url, tmp_path):  # attempt 1 stops mid-sleep: released
+        await wait_for_status(world, info.run_id, {"running"})
+        await asyncio.sleep(0.3)
+    assert await world.value(
+        "SELECT status FROM yuxi.agent_runs WHERE run_id = %s", info.run_id
+    ) == ("pending")
+    async with running_worker(db_url, tmp_path):
+        await completed(world, info.run_id)
+    assert (
+        await world.value(
+            "SELECT attempt_count FROM yuxi.agent_runs WHERE run_id = %s", info.run_id
+        )
+        == 2
+    )
+    async with saver(db_url) as checkpointer:
+        saved = await checkpointer.aget_tuple({"configurable": {"thread_id": str(thread)}})
+    assert saved is not None
+    humans = [m for m in saved.checkpoint["channel_values"]["messages"] if m.type == "human"]
+    assert [m.content for m in humans] == ["/sleep 2"]  # the input is there once
+    assert await world.fetch(
+        "SELECT content FROM yuxi.messages WHERE thread_id = %s AND role = 'assistant'", thread
+    ) == [("slept 2",)]

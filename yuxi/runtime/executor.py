@@ -222,7 +222,7 @@ class RunExecutor:
             "configurable": {"thread_id": _checkpoint_thread(run)},
             "recursion_limit": max(context.max_execution_steps, 1) * 2 + 1,
         }
-        graph_input = await _graph_input(graph, config, run)
+        graph_input = await _graph_input(graph, config, run, claimed.attempt_no)
         produced: list[BaseMessage] = []
         interrupts: list[Interrupt] = []
         async for part in graph.astream(
@@ -362,15 +362,30 @@ def _checkpoint_thread(run: ExecutionInput) -> str:
     return str(run.run_id) if run.run_type == "subagent" else str(run.thread_id)
 
 
-async def _graph_input(graph: Any, config: RunnableConfig, run: ExecutionInput) -> Any:
+async def _graph_input(
+    graph: Any, config: RunnableConfig, run: ExecutionInput, attempt_no: int
+) -> Any:
+    """What to stream: the run's input, or nothing when an earlier attempt of this run
+    already checkpointed it and left work pending (the retry continues from there)."""
+    retry = attempt_no > 1
+    state = await graph.aget_state(config) if retry or run.run_type == "resume" else None
     if run.run_type == "resume":
-        state = await graph.aget_state(config)
+        assert state is not None
+        if retry and state.next and not state.interrupts:
+            return None  # the earlier attempt already answered the interrupt
         return Command(resume=resume_value(run.input_payload.get("resume"), state.interrupts))
     if run.run_type == "subagent":
         task = run.input_payload.get("task")
         text = task if isinstance(task, str) else json.dumps(run.input_payload, sort_keys=True)
-        return {"messages": [{"role": "user", "content": text}]}
-    return {"messages": [{"role": "user", "content": run.input_text or ""}]}
+    else:
+        text = run.input_text or ""
+    # a stable id: a re-sent input replaces itself instead of appearing twice
+    message_id = f"yuxi-input-{run.run_id}"
+    if state is not None and state.next:
+        messages = state.values.get("messages") or []
+        if any(getattr(message, "id", None) == message_id for message in messages):
+            return None
+    return {"messages": [{"role": "user", "content": text, "id": message_id}]}
 
 
 def resume_value(value: Any, pending: tuple[Interrupt, ...] | list[Interrupt]) -> Any:

@@ -61,8 +61,15 @@ def next_fire(expression: str, timezone: str, after: datetime) -> datetime:
     if after.tzinfo is None:
         raise ValueError("after must be timezone-aware")
     tz = zone(timezone)
-    for candidate in CronSim(expression, after.astimezone(tz)):
-        fire = candidate.astimezone(UTC)
-        if fire > after:
-            return fire
-    raise CronError(f"cron expression {expression!r} never fires")  # pragma: no cover
+    if len(expression.split()) != 5:
+        raise CronError(
+            f"a cron expression has 5 fields, {expression!r} has {len(expression.split())}"
+        )
+    try:
+        for candidate in CronSim(expression, after.astimezone(tz)):
+            fire = candidate.astimezone(UTC)
+            if fire > after:
+                return fire
+    except CronSimError as error:
+        raise CronError(f"invalid cron expression {expression!r}: {error}") from None
+    raise CronError(f"cron expression {expression!r} never fires")

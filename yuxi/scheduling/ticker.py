@@ -45,9 +45,15 @@ async def tick(
         for job in jobs:
             try:
                 following = next_fire(job.cron, job.timezone, now)
-            except CronError as error:  # only if the rules of the zone changed under it
-                following = None
-                log.error("job %s: %s", job.id, error)
+            except CronError as error:  # edited by hand, or the zone went away
+                log.error("job %s: %s; disabling it", job.id, error)
+                await call_scalar(
+                    conn,
+                    "SELECT yuxi.job_disable_invalid(%(j)s, %(s)s, %(e)s)",
+                    {"j": job.id, "s": job.next_fire_at, "e": str(error)},
+                )
+                result.failed += 1
+                continue
             try:
                 async with conn.transaction():
                     occurrence = await call_one(
@@ -84,15 +90,21 @@ async def tick(
 
 
 async def tick_until_idle(
-    conn: AsyncConnection[Any], *, now: datetime | None = None, batch: int = 100
+    conn: AsyncConnection[Any],
+    *,
+    now: datetime | None = None,
+    batch: int = 100,
+    max_batches: int = 1000,
 ) -> TickResult:
-    """Ticks until no due job is left (or only ones that keep failing remain)."""
+    """Ticks until no due job is left, only ones that keep failing remain, or
+    ``max_batches`` batches were handled (the next periodic tick goes on from there)."""
     total = TickResult()
-    while True:
+    for _ in range(max_batches):
         step = await tick(conn, now=now, batch=batch)
         total.fired += step.fired
         total.skipped += step.skipped
         total.failed += step.failed
         total.retry += step.retry
         if step.handled == 0 or step.handled == step.retry:
-            return total
+            break
+    return total
