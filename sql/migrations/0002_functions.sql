@@ -276,7 +276,7 @@ BEGIN
         RAISE EXCEPTION 'queue_policy must be enqueue, reject or steer, not %', coalesce(p_queue_policy, 'null')
             USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
-    IF p_query IS NULL OR btrim(p_query) = '' THEN
+    IF p_query IS NULL OR p_query ~ '^[[:space:]]*$' THEN
         RAISE EXCEPTION 'query must not be empty' USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
     IF p_tool_approval_mode IS NOT NULL AND p_tool_approval_mode NOT IN ('auto', 'ask') THEN
@@ -869,6 +869,10 @@ DECLARE
     v_existing yuxi.agent_runs;
     v_new_run uuid := gen_random_uuid();
 BEGIN
+    IF p_request_id IS NOT NULL AND p_request_id !~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$' THEN
+        RAISE EXCEPTION 'request_id must be 1-128 characters of letters, digits and . _ : - (starting with a letter or digit)'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
     SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id AND (p_uid IS NULL OR uid = p_uid);
     IF NOT FOUND THEN
         RAISE EXCEPTION 'run % not found', p_run_id USING ERRCODE = 'YN001', HINT = 'not_found';

@@ -58,8 +58,13 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_conv yuxi.conversations;
 BEGIN
-    UPDATE yuxi.conversations SET last_viewed_run_id = last_run_id
-    WHERE thread_id = p_thread_id AND uid = p_uid AND status = 'active'
+    -- A run still in progress is not "seen": it becomes ready when it finishes.
+    UPDATE yuxi.conversations c
+    SET last_viewed_run_id = CASE
+            WHEN EXISTS (SELECT 1 FROM yuxi.agent_runs r WHERE r.run_id = c.last_run_id
+                         AND r.status IN ('pending', 'running', 'cancel_requested'))
+            THEN c.last_viewed_run_id ELSE c.last_run_id END
+    WHERE c.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active'
     RETURNING * INTO v_conv;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'thread % not found', p_thread_id USING ERRCODE = 'YN001', HINT = 'not_found';

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import msgspec
@@ -179,7 +179,7 @@ class SaveAgent(Body):
     share_scope: Literal["all", "admins", "selected"] = "all"
     shared_with: list[UUID] = msgspec.field(default_factory=list)
     is_subagent: bool = False
-    max_run_attempts: int = 1
+    max_run_attempts: Annotated[int, msgspec.Meta(ge=1, le=10)] = 1
 
 
 class CreateAgent(SaveAgent):

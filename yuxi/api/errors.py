@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
@@ -59,6 +60,15 @@ def cron_error(_: Request[Any, Any, Any], exc: CronError) -> Response[Any]:
     return error_response(400, "invalid_schedule", str(exc))
 
 
+def data_error(_: Request[Any, Any, Any], exc: psycopg.DataError) -> Response[Any]:
+    # class 22 (data exception): a value the database cannot take, e.g. a NUL character
+    # in a text or JSON string; the input is at fault, not the server
+    detail = exc.diag.message_primary if exc.diag and exc.diag.message_primary else str(exc)
+    return error_response(
+        400, "invalid_input", f"a value in the request cannot be stored: {detail}"
+    )
+
+
 def forbidden(_: Request[Any, Any, Any], exc: Forbidden) -> Response[Any]:
     return error_response(403, "forbidden", str(exc) or "not allowed")
 
@@ -93,6 +103,7 @@ EXCEPTION_HANDLERS = {
     queue_errors.QueueError: queue_error,
     ModelSpecError: model_spec_error,
     CronError: cron_error,
+    psycopg.DataError: data_error,
     Forbidden: forbidden,
     ValidationException: validation_error,
     HTTPException: http_error,

@@ -8,8 +8,10 @@ heartbeat interval, so a lost notification delays an event, never loses it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
@@ -40,15 +42,14 @@ class EventHub:
     def listeners(self) -> int:
         return sum(len(waiters) for waiters in self._waiters.values())
 
-    async def wait(self, run_id: UUID, within: float) -> bool:
-        """Waits for news of ``run_id``; False when ``within`` seconds passed without any."""
+    @contextlib.contextmanager
+    def subscribe(self, run_id: UUID) -> Iterator[asyncio.Event]:
+        """An event set on each notification for ``run_id`` while in the block. Subscribe
+        before reading, so news that lands during the read is not missed."""
         event = asyncio.Event()
         self._waiters[run_id].add(event)
         try:
-            await asyncio.wait_for(event.wait(), within)
-            return True
-        except TimeoutError:
-            return False
+            yield event
         finally:
             waiters = self._waiters.get(run_id)
             if waiters is not None:

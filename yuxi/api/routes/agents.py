@@ -6,7 +6,9 @@ from typing import Any
 
 from litestar import Controller, get, post, put
 from litestar.datastructures import State
+from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
+from litestar.params import FromPath, JSONBody
 
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.api.auth import User, require_admin
@@ -41,7 +43,7 @@ class AgentsController(Controller):
     tags = ("agents",)
 
     @get("/", summary="Agents visible to the caller")
-    async def list_agents(self, state: State, user: User) -> list[AgentSummary]:
+    async def list_agents(self, state: State, user: NamedDependency[User]) -> list[AgentSummary]:
         async with state.yuxi.pool.connection() as conn:
             rows = await visible_agents(conn, user.uid)
         return [
@@ -56,18 +58,26 @@ class AgentsController(Controller):
         ]
 
     @get("/{slug:str}", summary="One agent with its configuration form and values")
-    async def get_agent(self, state: State, user: User, slug: str) -> AgentDetail:
+    async def get_agent(
+        self, state: State, user: NamedDependency[User], slug: FromPath[str]
+    ) -> AgentDetail:
         return await _visible(state, user, slug)
 
     @post("/", summary="Create an agent (admins)")
-    async def create_agent(self, state: State, user: User, data: CreateAgent) -> AgentDetail:
+    async def create_agent(
+        self, state: State, user: NamedDependency[User], data: JSONBody[CreateAgent]
+    ) -> AgentDetail:
         require_admin(user)
         await _save(state, data, data.slug, create=True)
         return await _visible(state, user, data.slug)
 
     @put("/{slug:str}", summary="Replace an agent's settings (admins)")
     async def update_agent(
-        self, state: State, user: User, slug: str, data: SaveAgent
+        self,
+        state: State,
+        user: NamedDependency[User],
+        slug: FromPath[str],
+        data: JSONBody[SaveAgent],
     ) -> AgentDetail:
         require_admin(user)
         await _save(state, data, slug, create=False)

@@ -7,7 +7,9 @@ from uuid import uuid4
 
 from litestar import Controller, get, post
 from litestar.datastructures import State
+from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
+from litestar.params import JSONBody
 
 from yuxi.api.auth import User
 from yuxi.api.dto import CreateProject, Project
@@ -26,7 +28,11 @@ class ProjectsController(Controller):
     tags = ("projects",)
 
     @post("/", summary="Create a project with a working directory in the caller's workspace")
-    async def create(self, state: State, user: User, data: CreateProject) -> Project:
+    async def create(
+        self, state: State, user: NamedDependency[User], data: JSONBody[CreateProject]
+    ) -> Project:
+        if "\x00" in (data.workdir_path or "") or "\x00" in data.name:
+            raise ValidationException("names and paths cannot contain NUL characters")
         projects = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid)) / "projects"
         workdir = (projects / (data.workdir_path or uuid4().hex[:12])).resolve()
         # a project's files stay in its owner's workspace: agents' file tools work there
@@ -39,6 +45,6 @@ class ProjectsController(Controller):
             return _view(await create_project(conn, user.uid, data.name, str(workdir)))
 
     @get("/", summary="The caller's projects")
-    async def list_all(self, state: State, user: User) -> list[Project]:
+    async def list_all(self, state: State, user: NamedDependency[User]) -> list[Project]:
         async with state.yuxi.pool.connection() as conn:
             return [_view(row) for row in await list_projects(conn, user.uid)]

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
+from typing import Annotated
 from uuid import UUID
 
 from litestar import Controller, Request, get, post
 from litestar.datastructures import State
+from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
-from litestar.params import Parameter
+from litestar.params import FromPath, JSONBody, Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from yuxi.agents.models import parse_model_spec
@@ -41,6 +44,7 @@ from yuxi.queue.requests import (
 from yuxi.queue.runs import get_run, request_cancel, resume_run
 
 FINAL = {"completed", "failed", "cancelled", "interrupted"}
+MAX_SEQ = 2**63 - 1  # event seqs are bigint
 
 
 def request_view(info: RequestInfo) -> RequestView:
@@ -76,7 +80,9 @@ class RunsController(Controller):
     tags = ("runs",)
 
     @post("/runs", status_code=202, summary="Submit a message to a conversation's queue")
-    async def submit(self, state: State, user: User, data: SubmitRun) -> RequestView:
+    async def submit(
+        self, state: State, user: NamedDependency[User], data: JSONBody[SubmitRun]
+    ) -> RequestView:
         if data.model_spec is not None:
             parse_model_spec(data.model_spec)  # 400 invalid_model before anything is stored
         async with state.yuxi.pool.connection() as conn:
@@ -93,7 +99,13 @@ class RunsController(Controller):
         return request_view(info)
 
     @post("/runs/{run_id:uuid}/resume", status_code=202, summary="Resume an interrupted run")
-    async def resume(self, state: State, user: User, run_id: UUID, data: ResumeRun) -> RequestView:
+    async def resume(
+        self,
+        state: State,
+        user: NamedDependency[User],
+        run_id: FromPath[UUID],
+        data: JSONBody[ResumeRun],
+    ) -> RequestView:
         async with state.yuxi.pool.connection() as conn:
             info = await resume_run(
                 conn, run_id, resume=data.resume, uid=user.uid, request_id=data.request_id
@@ -101,12 +113,16 @@ class RunsController(Controller):
         return request_view(info)
 
     @get("/runs/{run_id:uuid}", summary="A run")
-    async def get_one(self, state: State, user: User, run_id: UUID) -> RunView:
+    async def get_one(
+        self, state: State, user: NamedDependency[User], run_id: FromPath[UUID]
+    ) -> RunView:
         async with state.yuxi.pool.connection() as conn:
             return run_view(await get_run(conn, run_id, uid=user.uid))
 
     @get("/runs/{run_id:uuid}/result", summary="A run's outcome")
-    async def result(self, state: State, user: User, run_id: UUID) -> RunResult:
+    async def result(
+        self, state: State, user: NamedDependency[User], run_id: FromPath[UUID]
+    ) -> RunResult:
         async with state.yuxi.pool.connection() as conn:
             row = await reads.run_result(conn, run_id, user.uid)
         error = None
@@ -117,13 +133,17 @@ class RunsController(Controller):
         )
 
     @post("/runs/{run_id:uuid}/cancel", status_code=200, summary="Cancel a run and its children")
-    async def cancel(self, state: State, user: User, run_id: UUID) -> CancelResult:
+    async def cancel(
+        self, state: State, user: NamedDependency[User], run_id: FromPath[UUID]
+    ) -> CancelResult:
         async with state.yuxi.pool.connection() as conn:
             status = await request_cancel(conn, run_id, uid=user.uid)
         return CancelResult(run_id=run_id, status=status)
 
     @get("/runs/{run_id:uuid}/manifest", summary="The run's committed manifest")
-    async def manifest(self, state: State, user: User, run_id: UUID) -> dict[str, object]:
+    async def manifest(
+        self, state: State, user: NamedDependency[User], run_id: FromPath[UUID]
+    ) -> dict[str, object]:
         async with state.yuxi.pool.connection() as conn:
             manifest = await reads.run_manifest(conn, run_id, user.uid)
         if manifest is None:
@@ -134,10 +154,10 @@ class RunsController(Controller):
     async def events(
         self,
         state: State,
-        user: User,
+        user: NamedDependency[User],
         request: Request[object, object, State],
-        run_id: UUID,
-        after_seq: int | None = Parameter(query="after_seq", default=None, ge=0),
+        run_id: FromPath[UUID],
+        after_seq: Annotated[int | None, Parameter(ge=0, le=MAX_SEQ)] = None,
     ) -> ServerSentEvent:
         """``id:`` is the event's seq. Resumes after ``Last-Event-ID`` or ``?after_seq=``;
         ends after exactly one ``end`` event."""
@@ -145,20 +165,27 @@ class RunsController(Controller):
         after = after_seq or 0
         if last_event_id:
             try:
-                after = max(after, int(last_event_id))
+                seen = int(last_event_id)
             except ValueError:
-                raise ValidationException("Last-Event-ID must be an event seq") from None
+                seen = -1
+            if not 0 <= seen <= MAX_SEQ:
+                raise ValidationException("Last-Event-ID must be an event seq")
+            after = max(after, seen)
         async with state.yuxi.pool.connection() as conn:
             await get_run(conn, run_id, uid=user.uid)  # 404 for others, before streaming
         return ServerSentEvent(_stream(state, run_id, after))
 
     @get("/requests/{request_id:str}", summary="A request")
-    async def get_request_view(self, state: State, user: User, request_id: str) -> RequestView:
+    async def get_request_view(
+        self, state: State, user: NamedDependency[User], request_id: FromPath[str]
+    ) -> RequestView:
         async with state.yuxi.pool.connection() as conn:
             return request_view(await get_request(conn, request_id, uid=user.uid))
 
     @post("/requests/{request_id:str}/cancel", status_code=200, summary="Cancel a queued request")
-    async def cancel_queued(self, state: State, user: User, request_id: str) -> RequestView:
+    async def cancel_queued(
+        self, state: State, user: NamedDependency[User], request_id: FromPath[str]
+    ) -> RequestView:
         async with state.yuxi.pool.connection() as conn:
             return request_view(await cancel_request(conn, request_id, uid=user.uid))
 
@@ -167,12 +194,16 @@ class RunsController(Controller):
         status_code=200,
         summary="Make a queued request run next",
     )
-    async def steer(self, state: State, user: User, request_id: str) -> RequestView:
+    async def steer(
+        self, state: State, user: NamedDependency[User], request_id: FromPath[str]
+    ) -> RequestView:
         async with state.yuxi.pool.connection() as conn:
             return request_view(await steer_request(conn, request_id, uid=user.uid))
 
     @get("/thread/{thread_id:uuid}/requests", summary="A conversation's requests and queue state")
-    async def thread_requests(self, state: State, user: User, thread_id: UUID) -> ThreadRequests:
+    async def thread_requests(
+        self, state: State, user: NamedDependency[User], thread_id: FromPath[UUID]
+    ) -> ThreadRequests:
         async with state.yuxi.pool.connection() as conn:
             await reads.get_thread(conn, user.uid, thread_id)
             requests = await reads.thread_requests(conn, user.uid, thread_id)
@@ -184,7 +215,9 @@ class RunsController(Controller):
         status_code=200,
         summary="Resume a backlog paused by a failed or cancelled run",
     )
-    async def continue_backlog(self, state: State, user: User, thread_id: UUID) -> ContinueResult:
+    async def continue_backlog(
+        self, state: State, user: NamedDependency[User], thread_id: FromPath[UUID]
+    ) -> ContinueResult:
         async with state.yuxi.pool.connection() as conn:
             run_id = await continue_thread(conn, thread_id, uid=user.uid)
             queue = await thread_queue(conn, thread_id)
@@ -207,27 +240,37 @@ async def _stream(state: State, run_id: UUID, after: int) -> AsyncIterator[Serve
     heartbeat = app.settings.sse_heartbeat_seconds
     last = after
     while True:
-        async with app.pool.connection() as conn:
-            rows = await reads.events_after(conn, run_id, last)
-            run = None if rows else await get_run(conn, run_id)
-        for row in rows:
-            last = row.seq
-            yield ServerSentEventMessage(data=json.dumps(row.payload), event=row.event, id=row.seq)
-            if row.event == "end":
+        with app.hub.subscribe(run_id) as news:
+            async with app.pool.connection() as conn:
+                rows = await reads.events_after(conn, run_id, last)
+                run = None if rows else await get_run(conn, run_id)
+                if run is not None and run.status in FINAL:
+                    # the run may have ended between the two reads: read once more
+                    rows = await reads.events_after(conn, run_id, last)
+            for row in rows:
+                last = row.seq
+                yield ServerSentEventMessage(
+                    data=json.dumps(row.payload), event=row.event, id=row.seq
+                )
+                if row.event == "end":
+                    return
+            if rows:
+                continue
+            if run is not None and run.status in FINAL:
+                # the client is already past the run's end: say it once more
+                yield ServerSentEventMessage(
+                    data=json.dumps(
+                        {
+                            "status": run.status,
+                            "error_type": run.error_type,
+                            "error_message": run.error_message,
+                        }
+                    ),
+                    event="end",
+                    id=max(run.last_event_seq, last),
+                )
                 return
-        if run is not None and run.status in FINAL:
-            # the end was already sent before the client's position: say it again, once
-            yield ServerSentEventMessage(
-                data=json.dumps(
-                    {
-                        "status": run.status,
-                        "error_type": run.error_type,
-                        "error_message": run.error_message,
-                    }
-                ),
-                event="end",
-                id=max(run.last_event_seq, last),
-            )
-            return
-        if not rows and not await app.hub.wait(run_id, heartbeat):
-            yield ServerSentEventMessage(comment="heartbeat")
+            try:
+                await asyncio.wait_for(news.wait(), heartbeat)
+            except TimeoutError:
+                yield ServerSentEventMessage(data=None, comment="heartbeat")

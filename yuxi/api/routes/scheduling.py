@@ -7,6 +7,8 @@ from uuid import UUID
 import msgspec
 from litestar import Controller, delete, get, patch, post
 from litestar.datastructures import State
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
 
 from yuxi.api.auth import User
 from yuxi.api.dto import (
@@ -58,7 +60,9 @@ class ScheduledJobsController(Controller):
     tags = ("scheduled-jobs",)
 
     @post("/", summary="Schedule an agent on a 5-field cron in an IANA time zone")
-    async def create(self, state: State, user: User, data: CreateScheduledJob) -> ScheduledJob:
+    async def create(
+        self, state: State, user: NamedDependency[User], data: JSONBody[CreateScheduledJob]
+    ) -> ScheduledJob:
         settings = JobSettings(
             project_id=data.project_id,
             agent_slug=data.agent_slug,
@@ -72,18 +76,24 @@ class ScheduledJobsController(Controller):
             return job_view(await jobs.create_job(conn, user.uid, settings))
 
     @get("/", summary="The caller's scheduled jobs")
-    async def list_all(self, state: State, user: User) -> list[ScheduledJob]:
+    async def list_all(self, state: State, user: NamedDependency[User]) -> list[ScheduledJob]:
         async with state.yuxi.pool.connection() as conn:
             return [job_view(job) for job in await jobs.list_jobs(conn, user.uid)]
 
     @get("/{job_id:uuid}", summary="A scheduled job")
-    async def get_one(self, state: State, user: User, job_id: UUID) -> ScheduledJob:
+    async def get_one(
+        self, state: State, user: NamedDependency[User], job_id: FromPath[UUID]
+    ) -> ScheduledJob:
         async with state.yuxi.pool.connection() as conn:
             return job_view(await jobs.get_job(conn, user.uid, job_id))
 
     @patch("/{job_id:uuid}", summary="Change a job (disable with enabled: false)")
     async def update(
-        self, state: State, user: User, job_id: UUID, data: UpdateScheduledJob
+        self,
+        state: State,
+        user: NamedDependency[User],
+        job_id: FromPath[UUID],
+        data: JSONBody[UpdateScheduledJob],
     ) -> ScheduledJob:
         async with state.yuxi.pool.connection() as conn, conn.transaction():
             current = await jobs.get_job(conn, user.uid, job_id)
@@ -107,16 +117,22 @@ class ScheduledJobsController(Controller):
             return job_view(await jobs.update_job(conn, user.uid, job_id, settings))
 
     @delete("/{job_id:uuid}", summary="Delete a job; it never fires again")
-    async def remove(self, state: State, user: User, job_id: UUID) -> None:
+    async def remove(
+        self, state: State, user: NamedDependency[User], job_id: FromPath[UUID]
+    ) -> None:
         async with state.yuxi.pool.connection() as conn:
             await jobs.delete_job(conn, user.uid, job_id)
 
     @post("/{job_id:uuid}/run", status_code=202, summary="Fire the job now")
-    async def run(self, state: State, user: User, job_id: UUID) -> JobOccurrence:
+    async def run(
+        self, state: State, user: NamedDependency[User], job_id: FromPath[UUID]
+    ) -> JobOccurrence:
         async with state.yuxi.pool.connection() as conn:
             return occurrence_view(await jobs.run_now(conn, user.uid, job_id))
 
     @get("/{job_id:uuid}/occurrences", summary="The job's occurrences, newest first")
-    async def history(self, state: State, user: User, job_id: UUID) -> list[JobOccurrence]:
+    async def history(
+        self, state: State, user: NamedDependency[User], job_id: FromPath[UUID]
+    ) -> list[JobOccurrence]:
         async with state.yuxi.pool.connection() as conn:
             return [occurrence_view(o) for o in await jobs.occurrences(conn, user.uid, job_id)]

@@ -6,6 +6,8 @@ from uuid import UUID
 
 from litestar import Controller, delete, get, post
 from litestar.datastructures import State
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
 
 from yuxi.api.auth import User
 from yuxi.api.dto import (
@@ -39,7 +41,9 @@ class ThreadsController(Controller):
     tags = ("threads",)
 
     @post("/thread", summary="Create a conversation with an agent the caller can see")
-    async def create(self, state: State, user: User, data: CreateThread) -> Thread:
+    async def create(
+        self, state: State, user: NamedDependency[User], data: JSONBody[CreateThread]
+    ) -> Thread:
         async with state.yuxi.pool.connection() as conn:
             info = await reads.create_thread_info(
                 conn, user.uid, data.agent_id, data.project_id, data.title
@@ -47,17 +51,21 @@ class ThreadsController(Controller):
         return thread_view(info)
 
     @get("/threads", summary="The caller's conversations, most recently active first")
-    async def list_threads(self, state: State, user: User) -> list[Thread]:
+    async def list_threads(self, state: State, user: NamedDependency[User]) -> list[Thread]:
         async with state.yuxi.pool.connection() as conn:
             return [thread_view(info) for info in await reads.list_threads(conn, user.uid)]
 
     @delete("/thread/{thread_id:uuid}", summary="Delete a conversation (its queue is cancelled)")
-    async def remove(self, state: State, user: User, thread_id: UUID) -> None:
+    async def remove(
+        self, state: State, user: NamedDependency[User], thread_id: FromPath[UUID]
+    ) -> None:
         async with state.yuxi.pool.connection() as conn:
             await reads.delete_thread(conn, user.uid, thread_id)
 
     @get("/thread/{thread_id:uuid}/history", summary="The thread, all its runs, all its messages")
-    async def history(self, state: State, user: User, thread_id: UUID) -> History:
+    async def history(
+        self, state: State, user: NamedDependency[User], thread_id: FromPath[UUID]
+    ) -> History:
         async with state.yuxi.pool.connection() as conn:
             info = await reads.get_thread(conn, user.uid, thread_id)
             runs = await reads.thread_runs(conn, user.uid, thread_id)
@@ -91,12 +99,16 @@ class ThreadsController(Controller):
         )
 
     @post("/thread/{thread_id:uuid}/viewed", status_code=200, summary="Mark the thread as seen")
-    async def viewed(self, state: State, user: User, thread_id: UUID) -> Thread:
+    async def viewed(
+        self, state: State, user: NamedDependency[User], thread_id: FromPath[UUID]
+    ) -> Thread:
         async with state.yuxi.pool.connection() as conn:
             return thread_view(await reads.mark_viewed(conn, user.uid, thread_id))
 
     @get("/thread/{thread_id:uuid}/state", summary="Agent state and the pending interrupt, if any")
-    async def agent_state(self, state: State, user: User, thread_id: UUID) -> ThreadState:
+    async def agent_state(
+        self, state: State, user: NamedDependency[User], thread_id: FromPath[UUID]
+    ) -> ThreadState:
         async with state.yuxi.pool.connection() as conn:
             await reads.get_thread(conn, user.uid, thread_id)  # 404 for others
             runs = await reads.thread_runs(conn, user.uid, thread_id)
