@@ -165,6 +165,14 @@ LANGUAGE sql STABLE AS $$
     LIMIT p_limit
 $$;
 
+-- The run's stored `end` event (none while the run is not over).
+CREATE FUNCTION yuxi.run_end_event(p_run_id uuid)
+RETURNS TABLE (seq bigint, event text, payload jsonb, created_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT e.seq, e.event, e.payload, e.created_at FROM yuxi.run_events e
+    WHERE e.run_id = p_run_id AND e.event = 'end'
+$$;
+
 -- Agents a user can see.
 CREATE FUNCTION yuxi.agents_visible(p_uid uuid)
 RETURNS TABLE (slug text, name text, description text, backend_id text, config_json jsonb,
@@ -204,6 +212,9 @@ BEGIN
     IF p_slug IS NULL OR p_slug !~ '^[a-z0-9][a-z0-9_-]{0,62}$' THEN
         RAISE EXCEPTION 'an agent id is 1-63 characters of a-z, 0-9, _ and - (starting with a letter or digit)'
             USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF p_name IS NULL OR p_name ~ '^[[:space:]]*$' OR length(p_name) > 200 THEN
+        RAISE EXCEPTION 'an agent name is 1-200 characters' USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
     IF p_config IS NULL OR jsonb_typeof(p_config) <> 'object'
        OR jsonb_typeof(coalesce(p_config -> 'context', '{}')) <> 'object' THEN

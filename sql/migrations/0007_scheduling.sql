@@ -100,6 +100,16 @@ BEGIN
 END;
 $$;
 
+CREATE FUNCTION yuxi.job_check_prompt(p_prompt text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_prompt IS NULL OR p_prompt ~ '^[[:space:]]*$' OR length(p_prompt) > 100000 THEN
+        RAISE EXCEPTION 'prompt must be 1-100000 characters and not blank'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+END;
+$$;
+
 CREATE FUNCTION yuxi.job_create(
     p_uid uuid, p_project_id uuid, p_agent_slug text, p_prompt text, p_tool_approval_mode text,
     p_cron text, p_timezone text, p_enabled boolean, p_next_fire_at timestamptz
@@ -109,9 +119,7 @@ DECLARE
     v_job yuxi.scheduled_agent_jobs;
 BEGIN
     PERFORM yuxi.job_check_access(p_uid, p_project_id, p_agent_slug);
-    IF p_prompt IS NULL OR btrim(p_prompt) = '' THEN
-        RAISE EXCEPTION 'prompt must not be empty' USING ERRCODE = 'YV001', HINT = 'invalid_input';
-    END IF;
+    PERFORM yuxi.job_check_prompt(p_prompt);
     INSERT INTO yuxi.scheduled_agent_jobs (uid, project_id, agent_slug, prompt, tool_approval_mode,
                                            cron, timezone, enabled, next_fire_at)
     VALUES (p_uid, p_project_id, p_agent_slug, p_prompt, coalesce(p_tool_approval_mode, 'auto'),
@@ -150,6 +158,7 @@ DECLARE
 BEGIN
     PERFORM yuxi.job_lock(p_uid, p_job_id);
     PERFORM yuxi.job_check_access(p_uid, p_project_id, p_agent_slug);
+    PERFORM yuxi.job_check_prompt(p_prompt);
     UPDATE yuxi.scheduled_agent_jobs
     SET project_id = p_project_id, agent_slug = p_agent_slug, prompt = p_prompt,
         tool_approval_mode = p_tool_approval_mode, cron = p_cron, timezone = p_timezone,
@@ -199,17 +208,19 @@ LANGUAGE sql AS $$
     FOR UPDATE SKIP LOCKED
 $$;
 
--- True while the job's latest submitted occurrence still has work in flight: its
--- request is queued, or its run is not final (interrupted waits for the user).
+-- True while the conversation of the job's latest submitted occurrence still has work
+-- in flight: a queued request, a run pending or running, or a run interrupted and
+-- waiting for the user (read from the conversation's latest run, so a question that
+-- was answered and resumed no longer counts).
 CREATE FUNCTION yuxi.job_busy(p_job_id uuid) RETURNS boolean
 LANGUAGE sql STABLE AS $$
     SELECT coalesce((
-        SELECT r.status = 'queued'
-               OR (r.status = 'dispatched'
-                   AND run.status IN ('pending', 'running', 'cancel_requested', 'interrupted'))
+        SELECT coalesce(last.status IN ('pending', 'running', 'cancel_requested', 'interrupted'), false)
+               OR EXISTS (SELECT 1 FROM yuxi.agent_run_requests q
+                          WHERE q.thread_id = c.thread_id AND q.status = 'queued')
         FROM yuxi.scheduled_job_occurrences o
-        JOIN yuxi.agent_run_requests r ON r.request_id = o.request_id
-        LEFT JOIN yuxi.agent_runs run ON run.run_id = r.dispatched_run_id
+        JOIN yuxi.conversations c ON c.thread_id = o.thread_id AND c.status = 'active'
+        LEFT JOIN yuxi.agent_runs last ON last.run_id = c.last_run_id
         WHERE o.job_id = p_job_id AND o.status = 'submitted'
         ORDER BY o.created_at DESC
         LIMIT 1
@@ -243,10 +254,11 @@ BEGIN
     v_job := yuxi.job_lock(p_uid, p_job_id);
     IF p_trigger = 'schedule' THEN
         SELECT * INTO v_occurrence FROM yuxi.scheduled_job_occurrences
-        WHERE job_id = p_job_id AND scheduled_for = p_scheduled_for AND trigger = 'schedule'
-          AND status <> 'pending_retry';
-        IF FOUND THEN
+        WHERE job_id = p_job_id AND scheduled_for = p_scheduled_for AND trigger = 'schedule';
+        IF FOUND AND v_occurrence.status <> 'pending_retry' THEN
             RETURN yuxi.occurrence_view(v_occurrence);
+        ELSIF FOUND THEN
+            v_id := v_occurrence.id;  -- a retried slot keeps its occurrence (and request) id
         END IF;
     ELSE
         PERFORM yuxi.job_check_access(v_job.uid, v_job.project_id, v_job.agent_slug);

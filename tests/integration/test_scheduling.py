@@ -13,6 +13,7 @@ from tests.integration.conftest import World
 from tests.integration.racing import failures, race
 from tests.integration.worker_harness import completed, running_worker
 from yuxi.queue.errors import NotFound
+from yuxi.queue.runs import resume_run
 from yuxi.scheduling.cron import CronError
 from yuxi.scheduling.jobs import JobSettings, create_job, get_job, occurrences, run_now
 from yuxi.scheduling.ticker import tick, tick_until_idle
@@ -263,3 +264,41 @@ async def test_a_job_broken_by_hand_is_disabled_and_does_not_block_others(
         )
         == "submitted"
     )
+
+
+async def test_an_answered_question_no_longer_blocks_the_job(world: World) -> None:
+    job_id = await _job(world, prompt="/ask Proceed?")
+    async with world.pool.connection() as conn:
+        first = await run_now(conn, world.alice, job_id)
+    assert first.run_id is not None
+    await world.finish(await world.claim(first.run_id), "interrupted")
+    async with world.pool.connection() as conn:
+        assert (
+            await run_now(conn, world.alice, job_id)
+        ).status == "skipped"  # waiting for the user
+        resumed = await resume_run(conn, first.run_id, resume="yes", uid=world.alice)
+    assert resumed.run_id is not None
+    await world.complete(await world.claim(resumed.run_id))
+    async with world.pool.connection() as conn:
+        assert (await run_now(conn, world.alice, job_id)).status == "submitted"
+
+
+async def test_a_slot_retried_after_an_error_keeps_one_identity(world: World) -> None:
+    job_id = await _job(world)
+    await world.execute(
+        "CREATE FUNCTION public.refuse_conversations() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'disk on fire'; END $$"
+    )
+    await world.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON yuxi.conversations"
+        " FOR EACH ROW EXECUTE FUNCTION public.refuse_conversations()"
+    )
+    due = datetime(2026, 6, 1, 9, 1, tzinfo=UTC)
+    assert (await _tick(world, due)).retry == 1
+    [retry] = await world.fetch("SELECT id, status, error FROM yuxi.scheduled_job_occurrences")
+    assert retry[1] == "pending_retry" and "disk on fire" in retry[2]
+    await world.execute("DROP TRIGGER refuse ON yuxi.conversations")
+    assert (await _tick(world, due)).fired == 1
+    rows = await world.fetch("SELECT id, status, request_id FROM yuxi.scheduled_job_occurrences")
+    assert rows == [(retry[0], "submitted", f"sched-{retry[0]}")]
+    assert job_id is not None

@@ -69,6 +69,16 @@ def data_error(_: Request[Any, Any, Any], exc: psycopg.DataError) -> Response[An
     )
 
 
+def constraint_error(
+    _: Request[Any, Any, Any], exc: psycopg.errors.CheckViolation
+) -> Response[Any]:
+    # the tables' CHECK constraints back up the functions' own validation
+    constraint = exc.diag.constraint_name if exc.diag else None
+    return error_response(
+        400, "invalid_input", f"a value breaks the rule {constraint or 'of its column'}"
+    )
+
+
 def forbidden(_: Request[Any, Any, Any], exc: Forbidden) -> Response[Any]:
     return error_response(403, "forbidden", str(exc) or "not allowed")
 
@@ -81,6 +91,8 @@ def validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Res
             where = item.get("key") or item.get("source") or ""
             parts.append(f"{where}: {item.get('message', '')}".strip(": "))
     message = "; ".join(p for p in parts if p) or str(exc.detail)
+    if message in ("data: 'data'", "data"):  # litestar's wording for a missing body
+        message = "a JSON request body is required"
     return error_response(400, "invalid_request", message)
 
 
@@ -104,6 +116,7 @@ EXCEPTION_HANDLERS = {
     ModelSpecError: model_spec_error,
     CronError: cron_error,
     psycopg.DataError: data_error,
+    psycopg.errors.CheckViolation: constraint_error,
     Forbidden: forbidden,
     ValidationException: validation_error,
     HTTPException: http_error,

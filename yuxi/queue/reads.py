@@ -157,6 +157,11 @@ async def events_after(
     )
 
 
+async def end_event(conn: AsyncConnection[Any], run_id: UUID) -> EventRow | None:
+    rows = await call_many(conn, EventRow, "yuxi.run_end_event(%(r)s)", {"r": run_id})
+    return rows[0] if rows else None
+
+
 async def visible_agents(conn: AsyncConnection[Any], uid: UUID) -> list[AgentRow]:
     return await call_many(conn, AgentRow, "yuxi.agents_visible(%(u)s)", {"u": uid})
 

@@ -33,6 +33,8 @@ class ProjectsController(Controller):
     ) -> Project:
         if "\x00" in (data.workdir_path or "") or "\x00" in data.name:
             raise ValidationException("names and paths cannot contain NUL characters")
+        if not data.name.strip() or len(data.name) > 200:
+            raise ValidationException("a project name is 1-200 characters")
         projects = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid)) / "projects"
         workdir = (projects / (data.workdir_path or uuid4().hex[:12])).resolve()
         # a project's files stay in its owner's workspace: agents' file tools work there

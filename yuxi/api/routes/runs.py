@@ -257,18 +257,17 @@ async def _stream(state: State, run_id: UUID, after: int) -> AsyncIterator[Serve
             if rows:
                 continue
             if run is not None and run.status in FINAL:
-                # the client is already past the run's end: say it once more
-                yield ServerSentEventMessage(
-                    data=json.dumps(
-                        {
-                            "status": run.status,
-                            "error_type": run.error_type,
-                            "error_message": run.error_message,
-                        }
-                    ),
-                    event="end",
-                    id=max(run.last_event_seq, last),
-                )
+                # the client is already past the run's end: send that same end again
+                async with app.pool.connection() as conn:
+                    end = await reads.end_event(conn, run_id)
+                if end is not None:
+                    yield ServerSentEventMessage(
+                        data=json.dumps(end.payload), event="end", id=end.seq
+                    )
+                else:  # only a run ended by hand, outside the queue's functions
+                    yield ServerSentEventMessage(
+                        data=json.dumps({"status": run.status}), event="end", id=run.last_event_seq
+                    )
                 return
             try:
                 await asyncio.wait_for(news.wait(), heartbeat)
