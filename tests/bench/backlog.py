@@ -65,7 +65,7 @@ FROM unnest(%s::uuid[]) AS t(thread_id), generate_series(0, %s)
 ACTIVE_RUN = "SELECT last_run_id FROM yuxi.conversations WHERE thread_id = %s"
 FIFO = """
 WITH ranked AS (
-    SELECT q.thread_id, q.status, r.id AS run_seq,
+    SELECT q.thread_id, q.status, r.created_at AS run_seq,
            row_number() OVER (PARTITION BY q.thread_id ORDER BY q.created_at, q.id) AS queue_rank
     FROM yuxi.agent_run_requests q
     LEFT JOIN yuxi.agent_runs r ON r.run_id = q.dispatched_run_id
@@ -78,11 +78,11 @@ WITH ranked AS (
 SELECT count(*) FILTER (WHERE queue_rank <> dispatch_rank), count(*) FROM dispatched
 """
 SAMPLE = """
-SELECT q.id, q.created_at, q.status, r.id
+SELECT q.id, q.created_at, q.status, r.created_at
 FROM yuxi.agent_run_requests q
 LEFT JOIN yuxi.agent_runs r ON r.run_id = q.dispatched_run_id
 WHERE q.thread_id = %s
-ORDER BY r.id NULLS LAST, q.created_at, q.id
+ORDER BY r.created_at NULLS LAST, q.created_at, q.id
 """
 COUNTS = """
 SELECT count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'dispatched')
@@ -171,10 +171,13 @@ def show_sample(url: str, thread: UUID, shown: int = 3) -> None:
         or (dispatched[-1][1], dispatched[-1][0]) < min((row[1], row[0]) for row in queued)
     )
     print(f"\nFIFO sample, thread {thread}:")
-    for req_id, created, _, run_seq in dispatched:
-        print(f"  run #{run_seq:<7} <- request #{req_id:<8} created {created:%H:%M:%S.%f}")
+    for req_id, created, _, dispatched_at in dispatched:
+        print(
+            f"  run of {dispatched_at:%H:%M:%S.%f} <- request #{req_id:<8}"
+            f" created {created:%H:%M:%S.%f}"
+        )
     for req_id, created, _, _ in queued[:shown]:
-        print(f"  (queued)     request #{req_id:<8} created {created:%H:%M:%S.%f}")
+        print(f"  (queued)                <- request #{req_id:<8} created {created:%H:%M:%S.%f}")
     if len(queued) > shown:
         print(f"  ... {len(queued) - shown} more queued")
     print(
