@@ -50,9 +50,12 @@ CREATE TYPE yuxi.claimed_run AS (
 -- ---------------------------------------------------------------------------------
 -- Access
 
+-- plpgsql rather than SQL: its plan is cached, which before PostgreSQL 18 halves the
+-- cost of every call (it is on the path of every submit and every run).
 CREATE FUNCTION yuxi.agent_visible_to(p_slug text, p_uid uuid) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (
         SELECT 1
         FROM yuxi.agents a
         JOIN yuxi.users u ON u.id = p_uid AND u.deleted_at IS NULL
@@ -63,7 +66,8 @@ LANGUAGE sql STABLE AS $$
                OR (a.share_scope = 'selected'
                    AND EXISTS (SELECT 1 FROM yuxi.agent_shares s
                                WHERE s.agent_slug = a.slug AND s.uid = p_uid)))
-    )
+    );
+END;
 $$;
 
 -- Locks a live conversation the caller may use. Unknown, deleted and other users'

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware, SummarizationMiddleware
+from langchain.agents.middleware import (
+    HumanInTheLoopMiddleware,
+    ModelRequest,
+    SummarizationMiddleware,
+    dynamic_prompt,
+)
 from langchain.agents.middleware.types import AgentMiddleware
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
@@ -28,18 +34,57 @@ def build_system_prompt(context: BaseContext) -> str:
     return "\n\n".join(part for part in parts if part)
 
 
+@dynamic_prompt
+def _context_prompt(request: ModelRequest[Any]) -> str:
+    # the prompt comes from the run's Context, so one compiled graph serves every user
+    context = request.runtime.context
+    return build_system_prompt(context) if isinstance(context, BaseContext) else ""
+
+
+# Compiled graphs by what shapes them (backend Context type, model, tools, approvals,
+# summarisation, checkpointer). Compiling costs milliseconds of CPU per run; a compiled
+# graph holds no per-run state, so runs with the same shape share one.
+_GRAPHS: OrderedDict[tuple[Any, ...], CompiledStateGraph[Any, Any, Any, Any]] = OrderedDict()
+_GRAPH_CACHE_SIZE = 64
+
+
 def build_agent_graph(
     context: BaseContext, *, checkpointer: BaseCheckpointSaver[Any] | None
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """A create_agent graph over the context's model and its resolved tools.
 
     ``context.tools`` is already narrowed to what this user may use (a list, never None,
-    once prepared). ``ask_user`` is always available and never needs approval.
+    once prepared). ``ask_user`` is always available and never needs approval. The
+    system prompt is read from the Context at each model call.
     """
+    tool_names = tuple(name for name in context.tools or [] if name in BUILTIN_TOOLS)
+    key = (
+        type(context),
+        context.model,
+        tool_names,
+        context.tool_approval_mode,
+        context.summary_threshold,
+        context.summary_keep_messages,
+        context.summary_prompt,
+        id(checkpointer),
+    )
+    graph = _GRAPHS.get(key)
+    if graph is not None:
+        _GRAPHS.move_to_end(key)
+        return graph
+    graph = _compile(context, tool_names, checkpointer)
+    _GRAPHS[key] = graph
+    if len(_GRAPHS) > _GRAPH_CACHE_SIZE:
+        _GRAPHS.popitem(last=False)
+    return graph
+
+
+def _compile(
+    context: BaseContext, tool_names: tuple[str, ...], checkpointer: BaseCheckpointSaver[Any] | None
+) -> CompiledStateGraph[Any, Any, Any, Any]:
     model = load_chat_model(context.model)
-    tool_names = list(context.tools or [])
-    tools = [BUILTIN_TOOLS[name] for name in tool_names if name in BUILTIN_TOOLS]
-    middleware: list[AgentMiddleware[Any, Any]] = []
+    tools = [BUILTIN_TOOLS[name] for name in tool_names]
+    middleware: list[AgentMiddleware[Any, Any]] = [_context_prompt]
     if context.tool_approval_mode == "ask" and tools:
         middleware.append(
             HumanInTheLoopMiddleware(
@@ -48,11 +93,6 @@ def build_agent_graph(
                 }
             )
         )
-    summarization = SummarizationMiddleware(
-        model,
-        trigger=("messages", max(context.summary_threshold, 2)),
-        keep=("messages", max(context.summary_keep_messages, 1)),
-    )
     if context.summary_prompt:
         summarization = SummarizationMiddleware(
             model,
@@ -60,11 +100,16 @@ def build_agent_graph(
             keep=("messages", max(context.summary_keep_messages, 1)),
             summary_prompt=context.summary_prompt,
         )
+    else:
+        summarization = SummarizationMiddleware(
+            model,
+            trigger=("messages", max(context.summary_threshold, 2)),
+            keep=("messages", max(context.summary_keep_messages, 1)),
+        )
     middleware.append(summarization)
     return create_agent(
         model,
         [*tools, ASK_USER_TOOL],
-        system_prompt=build_system_prompt(context),
         middleware=middleware,
         context_schema=type(context),
         checkpointer=checkpointer,
