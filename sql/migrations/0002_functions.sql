@@ -741,18 +741,27 @@ $$;
 
 -- Ends a run as its lease holder. p_messages ([{role, content, metadata?}, ...]) are
 -- stored as the run's output; `completed` needs at least one assistant message.
--- p_notify: as for run_append_events.
+-- p_notify: as for run_append_events. p_events ([{event, payload}, ...]): the run's last
+-- events, appended before its `end` in the same transaction (one round trip fewer).
 CREATE FUNCTION yuxi.run_finish(
     p_run_id uuid, p_token uuid, p_status text, p_messages jsonb DEFAULT '[]',
     p_error_type text DEFAULT NULL, p_error_message text DEFAULT NULL, p_now timestamptz DEFAULT NULL,
-    p_notify boolean DEFAULT true
+    p_notify boolean DEFAULT true, p_events jsonb DEFAULT '[]'
 ) RETURNS yuxi.agent_runs
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_run yuxi.agent_runs;
     v_output bigint;
+    v_events integer;
 BEGIN
+    IF jsonb_typeof(coalesce(p_events, '[]')) <> 'array'
+       OR EXISTS (SELECT 1 FROM jsonb_array_elements(coalesce(p_events, '[]')) e
+                  WHERE e ->> 'event' = 'end') THEN
+        RAISE EXCEPTION 'events must be a JSON array without an end event'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_events := jsonb_array_length(coalesce(p_events, '[]'));
     IF p_status IS NULL OR p_status NOT IN ('completed', 'failed', 'cancelled', 'interrupted') THEN
         RAISE EXCEPTION 'a run finishes completed, failed, cancelled or interrupted, not %', coalesce(p_status, 'null')
             USING ERRCODE = 'YV001', HINT = 'invalid_input';
@@ -762,6 +771,10 @@ BEGIN
     END IF;
     v_run := yuxi.run_lock(p_run_id);
     PERFORM yuxi.lease_check(v_run, p_token, v_now);
+
+    INSERT INTO yuxi.run_events (run_id, seq, event, payload, created_at)
+    SELECT p_run_id, v_run.last_event_seq + e.ord, e.value ->> 'event', coalesce(e.value -> 'payload', '{}'), v_now
+    FROM jsonb_array_elements(coalesce(p_events, '[]')) WITH ORDINALITY AS e(value, ord);
 
     WITH stored AS (
         INSERT INTO yuxi.messages (thread_id, role, content, run_id, request_id, metadata)
@@ -777,7 +790,7 @@ BEGIN
     SET status = p_status, output_message_id = v_output,
         error_type = p_error_type, error_message = left(p_error_message, 4000),
         lease_token = NULL, lease_expires_at = NULL, finished_at = v_now, updated_at = v_now,
-        last_event_seq = last_event_seq + 1
+        last_event_seq = last_event_seq + v_events + 1
     WHERE run_id = p_run_id
     RETURNING * INTO v_run;
     UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = p_status
@@ -800,7 +813,7 @@ BEGIN
     v_run := yuxi.run_lock(p_run_id);
     PERFORM yuxi.lease_check(v_run, p_token, v_now);
     IF v_run.status = 'cancel_requested' THEN
-        RETURN yuxi.run_finish(p_run_id, p_token, 'cancelled', '[]', NULL, NULL, v_now);
+        RETURN yuxi.run_finish(p_run_id, p_token, 'cancelled', '[]', NULL, NULL, v_now, true, '[]');
     END IF;
     UPDATE yuxi.agent_runs
     SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now,

@@ -11,7 +11,7 @@ from psycopg import AsyncConnection
 
 from yuxi.queue.calls import call_one, call_scalar, encode_json
 from yuxi.queue.events import notify_run_events
-from yuxi.queue.models import ClaimedRun, LeaseState, OutputMessage, RequestInfo, Run
+from yuxi.queue.models import ClaimedRun, LeaseState, OutputMessage, RequestInfo, Run, RunEvent
 
 
 async def claim_run(
@@ -77,15 +77,18 @@ async def finish_run(
     error_message: str | None = None,
     now: datetime | None = None,
     notify_after_commit: bool = False,
+    events: Sequence[RunEvent] = (),
 ) -> Run:
-    """Ends the run, stores its output messages, writes its `end` event and moves the
-    thread's queue on (next dispatch, or pause), all in one transaction.
+    """Ends the run, stores its output messages, appends its last ``events`` and its
+    `end` event and moves the thread's queue on (next dispatch, or pause), all in one
+    transaction.
 
     ``notify_after_commit``: as for ``append_events``."""
     run = await call_one(
         conn,
         Run,
-        "yuxi.run_finish(%(r)s, %(t)s, %(s)s, %(m)s::jsonb, %(et)s, %(em)s, %(now)s, %(n)s)",
+        "yuxi.run_finish(%(r)s, %(t)s, %(s)s, %(m)s::jsonb, %(et)s, %(em)s, %(now)s, %(n)s,"
+        " %(ev)s::jsonb)",
         {
             "r": run_id,
             "t": token,
@@ -95,6 +98,7 @@ async def finish_run(
             "em": error_message,
             "now": now,
             "n": not notify_after_commit,
+            "ev": encode_json(list(events)),
         },
     )
     if notify_after_commit:

@@ -13,9 +13,9 @@ prepared is honoured the same way: the graph never starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,8 @@ class Outcome:
     messages: list[OutputMessage] = field(default_factory=list)
     error_type: str | None = None
     error_message: str | None = None
+    # events not yet written: they go into the finishing transaction
+    events: list[RunEvent] = field(default_factory=list)
 
 
 class RunFailure(Exception):
@@ -161,20 +163,23 @@ class RunExecutor:
     async def _work(self, claimed: ClaimedRun) -> Outcome:
         events = EventWriter(self.pool, claimed, self.settings.flush_seconds)
         try:
-            return await self._run_graph(claimed, events)
+            outcome = await self._run_graph(claimed, events)
         except RunFailure as failure:
             await events.error(failure.error_type, str(failure))
-            return Outcome("failed", error_type=failure.error_type, error_message=str(failure))
+            outcome = Outcome("failed", error_type=failure.error_type, error_message=str(failure))
         except asyncio.CancelledError:
+            # cancelled (by a cancel request or shutdown): keep what was streamed so far
+            with contextlib.suppress(Exception):
+                await asyncio.shield(events.flush())
             raise
         except LeaseLost:
             raise
         except Exception as error:  # the agent, model or a tool failed
             log.info("run %s failed: %s: %s", claimed.run_id, type(error).__name__, error)
             await events.error(type(error).__name__, str(error))
-            return Outcome("failed", error_type=type(error).__name__, error_message=str(error))
-        finally:
-            await events.flush()
+            outcome = Outcome("failed", error_type=type(error).__name__, error_message=str(error))
+        outcome.events = await events.take()
+        return outcome
 
     async def _run_graph(self, claimed: ClaimedRun, events: EventWriter) -> Outcome:
         async with self.pool.connection() as conn:
@@ -265,6 +270,7 @@ class RunExecutor:
                     error_type=outcome.error_type,
                     error_message=outcome.error_message,
                     notify_after_commit=True,
+                    events=outcome.events,
                 )
             return run.status
         except LeaseLost:
@@ -280,8 +286,10 @@ class RunExecutor:
 
 
 class EventWriter:
-    """Appends a run's events in batches: message chunks are coalesced and flushed at
-    most every ``flush_seconds``; other events flush what is pending first, in order."""
+    """Buffers a run's events and appends them in batches, in order: message chunks are
+    coalesced, and pending events are written at most ``flush_seconds`` after the first
+    of them arrived. What is left at the end goes into the run's finishing transaction
+    (``take``), so a short run writes all its events with its finish."""
 
     def __init__(self, pool: AsyncConnectionPool[Any], claimed: ClaimedRun, flush_seconds: float):
         self._pool = pool
@@ -289,20 +297,20 @@ class EventWriter:
         self._flush_seconds = flush_seconds
         self._pending: list[RunEvent] = []
         self._chunks: list[dict[str, Any]] = []
-        self._last_flush = time.monotonic()
+        self._timer: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
 
     async def add(self, event: RunEvent) -> None:
         self._close_chunks()
         self._pending.append(event)
-        await self.flush()
+        self._schedule()
 
     async def message_chunk(self, message_id: str | None, text: str) -> None:
         if self._chunks and self._chunks[-1]["message_id"] == message_id:
             self._chunks[-1]["text"] += text
         else:
             self._chunks.append({"message_id": message_id, "text": text})
-        if time.monotonic() - self._last_flush >= self._flush_seconds:
-            await self.flush()
+        self._schedule()
 
     async def tool_activity(self, message: BaseMessage) -> None:
         if isinstance(message, AIMessage) and message.tool_calls:
@@ -327,25 +335,58 @@ class EventWriter:
     async def error(self, error_type: str, message: str) -> None:
         await self.add(RunEvent("error", {"error_type": error_type, "message": message}))
 
+    async def take(self) -> list[RunEvent]:
+        """The events not written yet; the writer forgets them and stops its timer (a
+        write already under way is waited for, never cut off mid-transaction)."""
+        if self._timer is not None:
+            if self._lock.locked():
+                await asyncio.gather(self._timer, return_exceptions=True)
+            else:
+                self._timer.cancel()
+            self._timer = None
+        async with self._lock:
+            self._close_chunks()
+            pending, self._pending = self._pending, []
+        return pending
+
+    def _schedule(self) -> None:
+        if self._timer is None or self._timer.done():
+            self._timer = asyncio.create_task(self._flush_later())
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(self._flush_seconds)
+        try:
+            await self.flush()
+        except LeaseLost:
+            pass  # the run's executor finds out on its next renewal or its finish
+        except Exception:
+            log.exception(
+                "run %s: appending events failed; they go with the finish", self._claimed.run_id
+            )
+
     def _close_chunks(self) -> None:
         if self._chunks:
             self._pending.append(RunEvent("messages", {"chunks": self._chunks}))
             self._chunks = []
 
     async def flush(self) -> None:
-        self._close_chunks()
-        if not self._pending:
-            return
-        batch, self._pending = self._pending, []
-        self._last_flush = time.monotonic()
-        async with self._pool.connection() as conn:
-            await append_events(
-                conn,
-                self._claimed.run_id,
-                self._claimed.lease_token,
-                batch,
-                notify_after_commit=True,
-            )
+        async with self._lock:
+            self._close_chunks()
+            if not self._pending:
+                return
+            batch, self._pending = self._pending, []
+            try:
+                async with self._pool.connection() as conn:
+                    await append_events(
+                        conn,
+                        self._claimed.run_id,
+                        self._claimed.lease_token,
+                        batch,
+                        notify_after_commit=True,
+                    )
+            except Exception:
+                self._pending[:0] = batch  # keep them, in order, for the next write
+                raise
 
 
 def _outcome_of(work: asyncio.Task[Outcome]) -> Outcome:
