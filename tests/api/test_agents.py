@@ -1,0 +1,252 @@
+"""Agents (list, detail, admin create/update, share scope) and projects."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import Api, error_of
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SUMMARY_KEYS = {"id", "name", "description", "backend_id", "is_subagent"}
+DETAIL_KEYS = SUMMARY_KEYS | {"share_scope", "capabilities", "configurable_items", "config"}
+
+
+def agent_body(slug: str = "", **overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": "Helper bot",
+        "backend_id": "chatbot",
+        "description": "helps",
+        "config": {"context": {"model": "builtin:scripted"}},
+    }
+    if slug:
+        body["slug"] = slug
+    body.update(overrides)
+    return body
+
+
+async def slugs(api: Api, who: str) -> list[str]:
+    response = await api.clients[who].get("/api/agents")
+    assert response.status_code == 200
+    items = response.json()
+    for item in items:
+        assert set(item) == SUMMARY_KEYS
+    return [item["id"] for item in items]
+
+
+# -- agents ---------------------------------------------------------------------------
+
+
+async def test_list_shows_the_agents_each_user_may_see(api: Api) -> None:
+    assert {"chatbot", "private"} <= set(await slugs(api, "alice"))
+    bob = await slugs(api, "bob")
+    assert "chatbot" in bob and "private" not in bob
+    assert {"chatbot", "private"} <= set(await slugs(api, "admin"))
+
+
+async def test_detail_has_configurable_items_and_config(api: Api) -> None:
+    response = await api.bob.get("/api/agents/chatbot")
+    assert response.status_code == 200
+    detail = response.json()
+    assert set(detail) == DETAIL_KEYS
+    assert detail["id"] == "chatbot" and detail["backend_id"] == "chatbot"
+    assert detail["config"] == {"context": {"model": "builtin:scripted"}}
+    assert detail["share_scope"] == "all"
+    items = detail["configurable_items"]
+    assert isinstance(items, list) and items
+    assert all(isinstance(item, dict) and "key" in item for item in items)
+    assert isinstance(detail["capabilities"], list)
+
+
+async def test_unknown_agent_is_404(api: Api) -> None:
+    error_of(await api.alice.get("/api/agents/no-such-agent"), 404, "not_found")
+
+
+async def test_admin_creates_and_updates_an_agent(api: Api) -> None:
+    response = await api.admin.post("/api/agents", json=agent_body("made-by-admin"))
+    assert response.status_code == 201, response.text
+    created = response.json()
+    assert set(created) == DETAIL_KEYS
+    assert created["id"] == "made-by-admin" and created["name"] == "Helper bot"
+    assert created["config"] == {"context": {"model": "builtin:scripted"}}
+    assert created["configurable_items"]
+    assert "made-by-admin" in await slugs(api, "bob")
+
+    response = await api.admin.put(
+        "/api/agents/made-by-admin",
+        json=agent_body(name="Renamed", description="new", config={"context": {"x": 1}}),
+    )
+    assert response.status_code == 200, response.text
+    updated = response.json()
+    assert (updated["name"], updated["description"]) == ("Renamed", "new")
+    assert updated["config"] == {"context": {"x": 1}}
+    detail = (await api.bob.get("/api/agents/made-by-admin")).json()
+    assert detail["name"] == "Renamed"
+
+
+async def test_creating_an_existing_agent_is_409_agent_exists(api: Api) -> None:
+    error_of(await api.admin.post("/api/agents", json=agent_body("chatbot")), 409, "agent_exists")
+    # unchanged
+    assert (await api.alice.get("/api/agents/chatbot")).json()["name"] == "Chatbot"
+
+
+async def test_non_admins_may_not_manage_agents(api: Api) -> None:
+    error_of(await api.alice.post("/api/agents", json=agent_body("by-alice")), 403, "forbidden")
+    error_of(await api.bob.put("/api/agents/chatbot", json=agent_body()), 403, "forbidden")
+    error_of(await api.alice.get("/api/agents/by-alice"), 404)
+    assert (await api.alice.get("/api/agents/chatbot")).json()["name"] == "Chatbot"
+
+
+async def test_unknown_backend_is_400(api: Api) -> None:
+    error_of(await api.admin.post("/api/agents", json=agent_body("odd", backend_id="nope")), 400)
+    error_of(await api.admin.put("/api/agents/chatbot", json=agent_body(backend_id="nope")), 400)
+    error_of(await api.admin.get("/api/agents/odd"), 404)
+
+
+async def test_updating_an_unknown_agent_is_404(api: Api) -> None:
+    error_of(await api.admin.put("/api/agents/never-made", json=agent_body()), 404, "not_found")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"slug": ""},
+        {"slug": "Has Spaces"},
+        {"slug": "-leading-dash"},
+        {"slug": "x" * 64},
+        {"name": ""},
+        {"name": "   "},
+        {"max_run_attempts": 0},
+        {"max_run_attempts": 11},
+        {"config": {"context": 5}},
+        {"config": {"context": []}},
+        {"share_scope": "everyone"},
+        {"shared_with": ["not-a-uuid"]},
+    ],
+    ids=str,
+)
+async def test_invalid_agents_are_400(api: Api, overrides: dict[str, Any]) -> None:
+    body = agent_body("valid-slug-never-created") | overrides
+    error_of(await api.admin.post("/api/agents", json=body), 400)
+    error_of(await api.admin.get("/api/agents/valid-slug-never-created"), 404)
+
+
+async def test_share_scope_selected_hides_the_agent(api: Api) -> None:
+    response = await api.admin.post("/api/agents", json=agent_body("shared-later"))
+    assert response.status_code == 201
+    # bob starts a conversation while everyone may see it
+    bob_thread = await api.thread("bob", "shared-later")
+
+    response = await api.admin.put(
+        "/api/agents/shared-later",
+        json=agent_body(share_scope="selected", shared_with=[str(api.uids["alice"])]),
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["share_scope"] == "selected"
+
+    assert "shared-later" in await slugs(api, "alice")
+    assert "shared-later" in await slugs(api, "admin")
+    assert "shared-later" not in await slugs(api, "bob")
+    assert (await api.alice.get("/api/agents/shared-later")).status_code == 200
+    error_of(await api.bob.get("/api/agents/shared-later"), 404, "not_found")
+    error_of(
+        await api.bob.post("/api/chat/thread", json={"agent_id": "shared-later"}), 404, "not_found"
+    )
+    assert (await api.alice.post("/api/chat/thread", json={"agent_id": "shared-later"})).is_success
+    # bob's older conversation with it can no longer submit
+    error_of(
+        await api.bob.post("/api/agent/runs", json={"thread_id": bob_thread, "query": "hi"}),
+        404,
+        "not_found",
+    )
+
+    # the seeded `private` agent is the same: alice only
+    error_of(await api.bob.get("/api/agents/private"), 404, "not_found")
+    error_of(await api.bob.post("/api/chat/thread", json={"agent_id": "private"}), 404)
+    assert (await api.alice.get("/api/agents/private")).json()["share_scope"] == "selected"
+
+
+@pytest.mark.parametrize("attempts", [2**40, -(2**40)])
+async def test_huge_max_run_attempts_is_400_not_500(api: Api, attempts: int) -> None:
+    """Once a 500: a value beyond int4 reached SQL as bigint (no such agent_save)."""
+    body = agent_body("huge-attempts", max_run_attempts=attempts)
+    error_of(await api.admin.post("/api/agents", json=body), 400)
+    error_of(
+        await api.admin.put("/api/agents/chatbot", json=agent_body(max_run_attempts=attempts)), 400
+    )
+
+
+# -- projects -------------------------------------------------------------------------
+
+
+async def test_projects_are_created_in_the_callers_workspace(api: Api) -> None:
+    response = await api.alice.post("/api/projects", json={"name": "First"})
+    assert response.status_code == 201, response.text
+    first = response.json()
+    assert set(first) == {"id", "name", "workdir_path", "created_at"}
+    assert first["name"] == "First"
+    workdir = Path(first["workdir_path"])
+    assert await asyncio.to_thread(workdir.is_dir)
+    assert workdir.is_relative_to(api.home.resolve())
+    assert str(api.uids["alice"]) in workdir.parts
+
+    response = await api.alice.post("/api/projects", json={"name": "Second", "workdir_path": "a/b"})
+    assert response.status_code == 201, response.text
+    second = response.json()
+    assert Path(second["workdir_path"]).parts[-2:] == ("a", "b")
+    assert await asyncio.to_thread(Path(second["workdir_path"]).is_dir)
+
+    mine = (await api.alice.get("/api/projects")).json()
+    ids = [p["id"] for p in mine]
+    assert ids.index(first["id"]) < ids.index(second["id"])
+    bobs = (await api.bob.get("/api/projects")).json()
+    assert not {first["id"], second["id"]} & {p["id"] for p in bobs}
+
+
+@pytest.mark.parametrize(
+    "workdir_path",
+    ["../escape", "../../etc", "/etc", "/tmp/elsewhere", ".", "a/../../b", "a/../.."],
+)
+async def test_a_workdir_outside_the_workspace_is_400(api: Api, workdir_path: str) -> None:
+    before = len((await api.alice.get("/api/projects")).json())
+    response = await api.alice.post(
+        "/api/projects", json={"name": "escape", "workdir_path": workdir_path}
+    )
+    error_of(response, 400)
+    assert len((await api.alice.get("/api/projects")).json()) == before
+
+
+@pytest.mark.parametrize(
+    "body", [{}, {"name": ""}, {"name": "   "}, {"name": 5}, {"name": "x" * 201}]
+)
+async def test_invalid_projects_are_400(api: Api, body: dict[str, Any]) -> None:
+    error_of(await api.alice.post("/api/projects", json=body), 400)
+
+
+async def test_threads_in_projects(api: Api) -> None:
+    project = (await api.alice.post("/api/projects", json={"name": "for threads"})).json()
+    response = await api.alice.post(
+        "/api/chat/thread", json={"agent_id": "chatbot", "project_id": project["id"]}
+    )
+    assert response.status_code == 201
+    assert response.json()["project_id"] == project["id"]
+    # another user's project, or an unknown one, is not found
+    error_of(
+        await api.bob.post(
+            "/api/chat/thread", json={"agent_id": "chatbot", "project_id": project["id"]}
+        ),
+        404,
+        "not_found",
+    )
+    error_of(
+        await api.alice.post(
+            "/api/chat/thread",
+            json={"agent_id": "chatbot", "project_id": "00000000-0000-0000-0000-000000000000"},
+        ),
+        404,
+        "not_found",
+    )

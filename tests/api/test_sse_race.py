@@ -1,0 +1,171 @@
+"""The SSE loop against writes that land between its reads, made deterministic.
+
+No worker here: the test plays the worker through the same SQL functions (claim, append,
+finish). The server runs in this process, so a test can hold a stream at one point of its
+loop (right after a read of new events that found none, before it reads the run) while
+the "worker" commits: the window in which a real worker's commit may land at any time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from tests.api.conftest import Api, Sse, collect_sse, parse_sse, read_sse
+from yuxi.queue import reads
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+# the server's re-read interval in this module (read by the `api` fixture)
+SSE_HEARTBEAT_SECONDS = 1.5
+
+
+@dataclass
+class Gate:
+    """Holds the first empty read of new events of one run until released."""
+
+    run_id: UUID
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@pytest.fixture
+def gate_events_after(monkeypatch: pytest.MonkeyPatch) -> Any:
+    original = reads.events_after
+
+    def arm(run_id: str) -> Gate:
+        gate = Gate(UUID(run_id))
+
+        async def events_after(conn: Any, run: UUID, after: int, limit: int = 1000) -> Any:
+            rows = await original(conn, run, after, limit)
+            if run == gate.run_id and not rows and not gate.reached.is_set():
+                gate.reached.set()
+                await gate.release.wait()
+            return rows
+
+        monkeypatch.setattr(reads, "events_after", events_after)
+        return gate
+
+    return arm
+
+
+async def claimed_run(api: Api) -> tuple[str, str]:
+    thread = await api.thread()
+    info = await api.submit(thread, "played by the test")
+    token = await api.value(
+        "SELECT lease_token FROM yuxi.run_claim(%s, 'test-worker', 60)", info["run_id"]
+    )
+    return info["run_id"], str(token)
+
+
+async def append(api: Api, run_id: str, token: str, text: str) -> None:
+    await api.sql(
+        "SELECT yuxi.run_append_events(%s, %s, %s::jsonb)",
+        run_id,
+        token,
+        json.dumps([{"event": "messages", "payload": {"chunks": [{"text": text}]}}]),
+    )
+
+
+async def finish(api: Api, run_id: str, token: str) -> None:
+    await api.sql(
+        "SELECT yuxi.run_finish(%s, %s, 'completed', %s::jsonb)",
+        run_id,
+        token,
+        json.dumps([{"role": "assistant", "content": "done"}]),
+    )
+
+
+async def wait_for_event(seen: list[Sse], within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while not without_heartbeats(seen):
+        assert time.monotonic() < deadline, "no event arrived"
+        await asyncio.sleep(0.01)
+
+
+def without_heartbeats(events: list[Sse]) -> list[Sse]:
+    # should there be any: see test_heartbeats_are_comments_not_events
+    return [e for e in events if e.event != "message"]
+
+
+async def stored_end(api: Api, run_id: str) -> object:
+    return await api.value(
+        "SELECT payload FROM yuxi.run_events WHERE run_id = %s AND event = 'end'", run_id
+    )
+
+
+async def test_a_waiting_stream_is_woken_by_new_events(api: Api) -> None:
+    """The normal path, for contrast: append + notify wakes a waiting stream at once."""
+    run_id, token = await claimed_run(api)
+    reader = asyncio.create_task(read_sse(api.alice, run_id, within=30))
+    await asyncio.sleep(0.3)  # the stream has found nothing and waits for news
+    await append(api, run_id, token, "hi")
+    await finish(api, run_id, token)
+    finished = time.monotonic()
+    events = without_heartbeats(await reader)
+    assert [(e.seq, e.event) for e in events] == [(1, "messages"), (2, "end")]
+    assert events[-1].json() == await stored_end(api, run_id)
+    assert events[-1].at - finished < SSE_HEARTBEAT_SECONDS / 2
+
+
+async def test_events_committed_between_the_streams_reads_are_sent(
+    api: Api, gate_events_after: Any
+) -> None:
+    """Once failed: a read that found no events was followed by a read of the run, and a
+    run that had appended events and finished in between got a stand-in `end` (without
+    output_message_id) while the events in between were never sent."""
+    run_id, token = await claimed_run(api)
+    gate = gate_events_after(run_id)
+    reader = asyncio.create_task(read_sse(api.alice, run_id, within=30))
+    await asyncio.wait_for(gate.reached.wait(), 10)  # read: nothing yet
+    await append(api, run_id, token, "hi")
+    await finish(api, run_id, token)
+    gate.release.set()  # now the stream reads the run
+    events = without_heartbeats(await reader)
+    assert [(e.seq, e.event) for e in events] == [(1, "messages"), (2, "end")]
+    assert events[-1].json() == await stored_end(api, run_id)
+
+
+async def test_a_notification_during_the_streams_reads_is_not_lost(
+    api: Api, gate_events_after: Any
+) -> None:
+    """Once failed: the stream subscribed to notifications only after its reads, so news
+    that landed during them waited for the next heartbeat (15 s by default)."""
+    run_id, token = await claimed_run(api)
+    gate = gate_events_after(run_id)
+    seen: list[Sse] = []
+    reader = asyncio.create_task(collect_sse(api.alice, run_id, seen))
+    await asyncio.wait_for(gate.reached.wait(), 10)  # read: nothing yet
+    await append(api, run_id, token, "hi")  # committed, then notified
+    appended = time.monotonic()
+    await asyncio.sleep(0.2)  # the API process has the notification
+    gate.release.set()
+    await wait_for_event(seen)
+    await finish(api, run_id, token)
+    await asyncio.wait_for(reader, 10)
+    first = without_heartbeats(seen)[0]
+    assert first.event == "messages"
+    assert first.at - appended < SSE_HEARTBEAT_SECONDS / 2, (
+        f"the event arrived {first.at - appended:.1f}s after it was committed"
+    )
+
+
+async def test_heartbeats_are_comments_not_events(api: Api) -> None:
+    """Once failed: litestar encoded the heartbeat comment with an empty `data:` line,
+    an empty `message` event for EventSource clients."""
+    run_id, _ = await claimed_run(api)
+    seen: list[Sse] = []
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(SSE_HEARTBEAT_SECONDS * 1.7):
+            async with api.alice.stream("GET", f"/api/agent/runs/{run_id}/events") as response:
+                async for event in parse_sse(response.aiter_lines()):
+                    seen.append(event)
+    # nothing happened to the run: a client sees no event at all
+    assert seen == []
