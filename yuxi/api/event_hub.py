@@ -9,34 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import Any
 from uuid import UUID
 
-from psycopg import AsyncConnection
-
+from yuxi.db.listener import Listener
 from yuxi.queue.events import EVENTS_CHANNEL
-
-log = logging.getLogger("yuxi.api")
 
 
 class EventHub:
     def __init__(self, url: str) -> None:
-        self._url = url
         self._waiters: dict[UUID, set[asyncio.Event]] = defaultdict(set)
-        self._task: asyncio.Task[None] | None = None
-        self._ready = asyncio.Event()
+        # after a reconnect everyone re-reads: notifications may have been missed
+        self._listener = Listener(url, EVENTS_CHANNEL, self._wake, self._wake_all)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._listen())
-        await asyncio.wait_for(self._ready.wait(), timeout=30)
+        await self._listener.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._listener.stop()
 
     @property
     def listeners(self) -> int:
@@ -56,28 +47,6 @@ class EventHub:
                 waiters.discard(event)
                 if not waiters:
                     del self._waiters[run_id]
-
-    async def _listen(self) -> None:
-        delay = 0.5
-        while True:
-            try:
-                conn: AsyncConnection[Any] = await AsyncConnection.connect(
-                    self._url, autocommit=True
-                )
-                async with conn:
-                    await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
-                    self._ready.set()
-                    delay = 0.5
-                    # wake everyone after a reconnect: notifications may have been missed
-                    self._wake_all()
-                    async for notify in conn.notifies():
-                        self._wake(notify.payload)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("event listener lost its connection; reconnecting in %.1fs", delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
 
     def _wake(self, payload: str) -> None:
         run, _, _seq = payload.partition(" ")

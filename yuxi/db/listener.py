@@ -1,0 +1,67 @@
+"""One LISTEN connection, kept open: reconnects with backoff and hands every payload on."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from psycopg import AsyncConnection
+
+log = logging.getLogger("yuxi.db")
+
+
+class Listener:
+    """LISTENs on ``channel``; ``on_notify(payload)`` runs for each notification and
+    ``on_connect()`` after each (re)connection, when notifications may have been missed."""
+
+    def __init__(
+        self,
+        url: str,
+        channel: str,
+        on_notify: Callable[[str], None],
+        on_connect: Callable[[], None] | None = None,
+    ) -> None:
+        self._url = url
+        self._channel = channel
+        self._on_notify = on_notify
+        self._on_connect = on_connect
+        self._task: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()
+
+    async def start(self) -> None:
+        """Starts listening; returns once the LISTEN is in place."""
+        self._task = asyncio.create_task(self._listen())
+        await asyncio.wait_for(self._listening.wait(), timeout=30)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _listen(self) -> None:
+        delay = 0.5
+        while True:
+            try:
+                conn: AsyncConnection[Any] = await AsyncConnection.connect(
+                    self._url, autocommit=True
+                )
+                async with conn:
+                    await conn.execute(f"LISTEN {self._channel}")
+                    self._listening.set()
+                    delay = 0.5
+                    if self._on_connect is not None:
+                        self._on_connect()
+                    async for notify in conn.notifies():
+                        self._on_notify(notify.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception(
+                    "listener on %s lost its connection; reconnecting in %.1fs",
+                    self._channel,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
