@@ -1,0 +1,246 @@
+"""The HTTP API as a process of its own, for the API benchmarks.
+
+``uv run yuxi api`` (what an operator runs) with ``YUXI_DATABASE_URL`` pointing at the
+benchmark's database and ``YUXI_PORT`` a free port; ``uv`` starts the yuxi Python
+process as its child and waits. The server's CPU time and memory are read from /proc for
+that Python process alone, so they are not mixed with the benchmark's own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import httpx
+import psycopg
+
+from tests.bench.harness import _proc_stat, seed_owner
+from yuxi.accounts import new_token, token_hash
+
+HEALTH = "/api/system/health"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def seed_api_owner(url: str) -> tuple[UUID, str]:
+    """The benchmark user and the ``chatbot`` agent (harness.seed_owner), plus an API
+    token for that user; returns (uid, token)."""
+    uid = seed_owner(url)
+    token = new_token()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT yuxi.token_create(%s, %s, 'bench')", (uid, token_hash(token)))
+    return uid, token
+
+
+@dataclass(frozen=True)
+class ProcSample:
+    user_seconds: float  # utime so far
+    sys_seconds: float  # stime so far
+    rss_bytes: int  # resident now
+    hwm_bytes: int  # peak resident so far
+    wait_seconds: float  # runnable but waiting for a CPU, so far (all threads, schedstat)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self.user_seconds + self.sys_seconds
+
+
+@dataclass
+class ApiProcess:
+    base_url: str
+    launcher_pid: int  # uv
+    pid: int  # the yuxi Python process
+    command: str
+    env: dict[str, str]
+
+    def sample(self) -> ProcSample:
+        fields = _proc_stat(Path(f"/proc/{self.pid}/stat"))
+        tick = os.sysconf("SC_CLK_TCK")
+        status = Path(f"/proc/{self.pid}/status").read_text()
+        values = {}
+        for line in status.splitlines():
+            name, _, rest = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                values[name] = int(rest.split()[0]) * 1024
+        waited = 0
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            with suppress(OSError, IndexError, ValueError):
+                waited += int((task / "schedstat").read_text().split()[1])
+        return ProcSample(
+            int(fields[11]) / tick,
+            int(fields[12]) / tick,
+            values.get("VmRSS", 0),
+            values.get("VmHWM", 0),
+            waited / 1e9,
+        )
+
+    def describe(self) -> str:
+        pool = f"pool {self.env.get('YUXI_POOL_MIN_SIZE', '1')}..{self.env['YUXI_POOL_MAX_SIZE']}"
+        return f"`{self.command}` at {self.base_url}, pid {self.pid} ({pool})"
+
+
+_GC_TIMER = """import gc, time
+_gc = [0.0, 0, 0.0]
+def _gc_timer(phase, info):
+    if phase == "start":
+        _gc[2] = time.perf_counter()
+    else:
+        _gc[0] += time.perf_counter() - _gc[2]
+        _gc[1] += 1
+gc.callbacks.append(_gc_timer)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with suppress(OSError, IndexError):
+            if int(_proc_stat(entry / "stat")[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _yuxi_pid(launcher: int) -> int | None:
+    """The Python process running yuxi under ``launcher`` (itself when no uv is used)."""
+    pending = [launcher]
+    while pending:
+        pid = pending.pop()
+        with suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if Path(argv[0].decode()).name.startswith("python") and b"yuxi" in b" ".join(argv):
+                return pid
+        pending.extend(_children(pid))
+    return None
+
+
+@contextmanager
+def api_process(
+    url: str,
+    *,
+    pool_max_size: int = 10,
+    extra_env: Mapping[str, str] | None = None,
+    startup_seconds: float = 60.0,
+    profile_to: Path | None = None,
+    gc_to: Path | None = None,
+    gc_freeze: bool = False,
+) -> Iterator[ApiProcess]:
+    """Serves the API on ``url`` from its own process until the block ends.
+
+    Diagnostics (each runs ``yuxi.cli.main(["api"])`` from ``python -c`` instead): with
+    ``profile_to`` the process runs under cProfile and writes its stats there when it
+    stops (cProfile slows the process down); with ``gc_to`` it times its garbage
+    collections (gc.callbacks) and writes "<seconds> <collections>" there when it stops;
+    with ``gc_freeze`` it calls ``gc.freeze()`` once yuxi is imported (a what-if: the
+    objects of the imported modules are then left out of every collection)."""
+    port = free_port()
+    uv = shutil.which("uv")
+    command = ["yuxi", "api"]
+    shown = ""
+    if profile_to is not None or gc_to is not None or gc_freeze:
+        run = "main(['api'])"
+        if profile_to is not None:
+            run = f"import cProfile; cProfile.run({run!r}, {str(profile_to)!r})"
+        code = "import gc\nfrom yuxi.cli import main\n"
+        if gc_freeze:
+            code += "gc.freeze()\n"
+        labels = [("cProfile", profile_to), ("gc timer", gc_to), ("gc.freeze()", gc_freeze)]
+        shown = (
+            "python -c <yuxi.cli.main(['api']) with "
+            + ", ".join(name for name, on in labels if on)
+            + ">"
+        )
+        if gc_to is not None:
+            write = f"open({str(gc_to)!r}, 'w').write(f'{{_gc[0]}} {{_gc[1]}}')"
+            code = f"{_GC_TIMER}{code}try:\n    {run}\nfinally:\n    {write}\n"
+        else:
+            code += run
+        command = ["python", "-c", code]
+    argv = [uv, "run", "--no-sync", *command] if uv else command
+    with tempfile.TemporaryDirectory(prefix="yuxi-bench-api-") as home:
+        env = {
+            **os.environ,
+            "YUXI_DATABASE_URL": url,
+            "YUXI_PORT": str(port),
+            "YUXI_HOST": "127.0.0.1",
+            "YUXI_HOME": home,
+            "YUXI_POOL_MAX_SIZE": str(pool_max_size),
+            "YUXI_LOG_LEVEL": "WARNING",
+            **(extra_env or {}),
+        }
+        env.pop("YUXI_BENCH_DATABASE_URL", None)
+        log_path = Path(home) / "api.log"
+        with log_path.open("wb") as log_file:
+            launcher = subprocess.Popen(
+                argv,
+                env=env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=Path(__file__).resolve().parents[2],
+            )
+        base_url = f"http://127.0.0.1:{port}"
+        try:
+            pid = _wait_ready(launcher, base_url, startup_seconds, log_path)
+            env_shown = {k: v for k, v in env.items() if k.startswith("YUXI_") and k != "YUXI_HOME"}
+            label = ("uv run --no-sync " if uv else "") + (shown or " ".join(command))
+            yield ApiProcess(base_url, launcher.pid, pid, label, env_shown)
+        finally:
+            _stop(launcher)
+
+
+def _wait_ready(
+    launcher: subprocess.Popen[Any], base_url: str, seconds: float, log_path: Path
+) -> int:
+    deadline = time.monotonic() + seconds
+    with httpx.Client(base_url=base_url, timeout=2.0) as probe:
+        while True:
+            if launcher.poll() is not None:
+                raise RuntimeError(
+                    f"the API exited with {launcher.returncode}:\n{log_path.read_text()[-4000:]}"
+                )
+            with suppress(httpx.TransportError):
+                if probe.get(HEALTH).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the API did not answer within {seconds:g} s")
+            time.sleep(0.05)
+    pid = _yuxi_pid(launcher.pid)
+    if pid is None:
+        raise RuntimeError("cannot find the yuxi process under the launcher")
+    return pid
+
+
+def _stop(launcher: subprocess.Popen[Any]) -> None:
+    """SIGTERM to the yuxi process (a clean stop), then to uv; SIGKILL after 20 s."""
+    if launcher.poll() is None:
+        target = _yuxi_pid(launcher.pid)
+        with suppress(ProcessLookupError):
+            os.kill(target or launcher.pid, signal.SIGTERM)
+        try:
+            launcher.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            if target is not None:
+                with suppress(ProcessLookupError):
+                    os.kill(target, signal.SIGKILL)
+            launcher.kill()
+            launcher.wait()
+
+
+def mib(value: float) -> str:
+    return f"{value / 2**20:,.1f}"
