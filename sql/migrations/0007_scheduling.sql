@@ -225,7 +225,10 @@ LANGUAGE sql STABLE AS $$
         ORDER BY o.created_at DESC
         LIMIT 1
     ), false)
-$$;
+$$
+-- planned for each call: a plan cached while the tables were small (e.g. analyzed
+-- empty on a fresh install) would keep scanning them whole as they grow
+SET plan_cache_mode = force_custom_plan;
 
 -- Fires one job: the single path for the ticker (trigger 'schedule', the job locked by
 -- jobs_due, p_next_fire_at given) and for "run now" (trigger 'manual', p_uid checked).
