@@ -41,14 +41,12 @@ from psycopg import AsyncConnection
 from tests.bench.api_process import ApiProcess, api_process, seed_api_owner
 from tests.bench.harness import (
     BenchDatabase,
-    bench_database,
     connect,
     create_threads,
-    load_average,
     log,
     percentile,
-    print_header,
     print_table,
+    run_benchmark,
     server_cpu_seconds,
     settle,
     verdict,
@@ -358,12 +356,9 @@ def check(url: str, submitted: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    with bench_database("api") as database:
-        print_header("api_overhead (POST /api/agent/runs vs submit_request)", database, args)
-        status = asyncio.run(measure(database, args))
-        print(f"  load    : {load_average()} (1/5/15 min) at the end")
-        return status
+    return run_benchmark(
+        "api", "api_overhead (POST /api/agent/runs vs submit_request)", parse_args(argv), measure
+    )
 
 
 if __name__ == "__main__":

@@ -36,14 +36,12 @@ from tests.bench.harness import (
     BenchDatabase,
     Measured,
     Worker,
-    bench_database,
     connect,
     create_threads,
-    load_average,
     log,
     percentile,
-    print_header,
     print_table,
+    run_benchmark,
     run_workers,
     seed_owner,
     settle,
@@ -309,12 +307,9 @@ async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    with bench_database("backlog") as database:
-        print_header("backlog (dispatch from a deep queue)", database, args)
-        status = asyncio.run(measure(database, args))
-        print(f"  load    : {load_average()} (1/5/15 min) at the end")
-        return status
+    return run_benchmark(
+        "backlog", "backlog (dispatch from a deep queue)", parse_args(argv), measure
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -374,3 +374,17 @@ def load_average() -> str:
 
 def log(message: str) -> None:
     print(f"  .. {message}", flush=True)
+
+
+def run_benchmark(
+    name: str,
+    title: str,
+    args: argparse.Namespace,
+    measure: Callable[[BenchDatabase, argparse.Namespace], Coroutine[Any, Any, int]],
+) -> int:
+    """A benchmark's whole run: a fresh database, the header, the measurement, the load."""
+    with bench_database(name) as database:
+        print_header(title, database, args)
+        status = asyncio.run(measure(database, args))
+        print(f"  load    : {load_average()} (1/5/15 min) at the end")
+        return status

@@ -41,7 +41,6 @@ Target: p50 of ``http`` ≤ 50 ms.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import json
 import pstats
@@ -65,13 +64,11 @@ from tests.bench.api_process import ApiProcess, api_process, mib, seed_api_owner
 from tests.bench.harness import (
     AGENT,
     BenchDatabase,
-    bench_database,
     connect,
-    load_average,
     log,
     percentile,
-    print_header,
     print_table,
+    run_benchmark,
     server_cpu_seconds,
     settle,
     verdict,
@@ -509,12 +506,9 @@ async def timed_block(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    with bench_database("history") as database:
-        print_header("history (GET /api/chat/thread/{id}/history)", database, args)
-        status = asyncio.run(measure(database, args))
-        print(f"  load    : {load_average()} (1/5/15 min) at the end")
-        return status
+    return run_benchmark(
+        "history", "history (GET /api/chat/thread/{id}/history)", parse_args(argv), measure
+    )
 
 
 if __name__ == "__main__":

@@ -55,13 +55,11 @@ from tests.bench.harness import (
     Measured,
     WaitSampler,
     Worker,
-    bench_database,
     connect,
     create_threads,
-    load_average,
     log,
-    print_header,
     print_table,
+    run_benchmark,
     run_workers,
     seed_owner,
     server_cpu_seconds,
@@ -475,12 +473,9 @@ async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    with bench_database("lifecycle") as database:
-        print_header("lifecycle (submit → claim → finish)", database, args)
-        status = asyncio.run(measure(database, args))
-        print(f"  load    : {load_average()} (1/5/15 min) at the end")
-        return status
+    return run_benchmark(
+        "lifecycle", "lifecycle (submit → claim → finish)", parse_args(argv), measure
+    )
 
 
 if __name__ == "__main__":

@@ -82,14 +82,12 @@ import yuxi.runtime.executor as executor_module
 from tests.bench.harness import (
     BenchDatabase,
     Measured,
-    bench_database,
     connect,
     create_threads,
-    load_average,
     log,
     percentile,
-    print_header,
     print_table,
+    run_benchmark,
     seed_owner,
     server_cpu_seconds,
     settle,
@@ -1153,12 +1151,12 @@ async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    with bench_database("throughput") as database:
-        print_header("run throughput (submit → worker → graph → completed)", database, args)
-        status = asyncio.run(measure(database, args))
-        print(f"  load    : {load_average()} (1/5/15 min) at the end")
-        return status
+    return run_benchmark(
+        "throughput",
+        "run throughput (submit → worker → graph → completed)",
+        parse_args(argv),
+        measure,
+    )
 
 
 if __name__ == "__main__":

@@ -51,12 +51,10 @@ from psycopg import AsyncConnection
 from tests.bench.harness import (
     AGENT,
     BenchDatabase,
-    bench_database,
     connect,
-    load_average,
     log,
-    print_header,
     print_table,
+    run_benchmark,
     seed_owner,
     server_cpu_seconds,
     settle,
@@ -409,12 +407,9 @@ async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    with bench_database("scheduling") as database:
-        print_header("scheduling (ticker vs direct submits)", database, args)
-        status = asyncio.run(measure(database, args))
-        print(f"  load    : {load_average()} (1/5/15 min) at the end")
-        return status
+    return run_benchmark(
+        "scheduling", "scheduling (ticker vs direct submits)", parse_args(argv), measure
+    )
 
 
 if __name__ == "__main__":

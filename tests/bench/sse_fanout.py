@@ -50,13 +50,11 @@ from tests.bench.api_process import ApiProcess, api_process, mib, seed_api_owner
 from tests.bench.harness import (
     AGENT,
     BenchDatabase,
-    bench_database,
     connect,
-    load_average,
     log,
     percentile,
-    print_header,
     print_table,
+    run_benchmark,
     server_cpu_seconds,
     settle,
     verdict,
@@ -503,12 +501,9 @@ def check(received: list[Received], first: int, end_seq: int, clients: int) -> l
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    with bench_database("sse") as database:
-        print_header("sse_fanout (GET /api/agent/runs/{id}/events)", database, args)
-        status = asyncio.run(measure(database, args))
-        print(f"  load    : {load_average()} (1/5/15 min) at the end")
-        return status
+    return run_benchmark(
+        "sse", "sse_fanout (GET /api/agent/runs/{id}/events)", parse_args(argv), measure
+    )
 
 
 if __name__ == "__main__":

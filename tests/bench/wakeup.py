@@ -34,14 +34,12 @@ from psycopg import AsyncConnection, sql
 
 from tests.bench.harness import (
     BenchDatabase,
-    bench_database,
     connect,
     create_threads,
-    load_average,
     log,
     percentile,
-    print_header,
     print_table,
+    run_benchmark,
     seed_owner,
     verdict,
 )
@@ -218,12 +216,9 @@ async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    with bench_database("wakeup") as database:
-        print_header("wakeup (commit → LISTEN notification)", database, args)
-        status = asyncio.run(measure(database, args))
-        print(f"  load    : {load_average()} (1/5/15 min) at the end")
-        return status
+    return run_benchmark(
+        "wakeup", "wakeup (commit → LISTEN notification)", parse_args(argv), measure
+    )
 
 
 if __name__ == "__main__":
