@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
+import msgspec
 import pytest
+from psycopg.types.json import Jsonb
 
 from tests.api.conftest import Api, error_of, read_sse
+from yuxi.api.dto import History, HistoryMessage, HistoryRun, RunTiming
+from yuxi.api.routes.threads import thread_view
+from yuxi.queue import reads
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -159,6 +165,63 @@ async def test_history_shape_and_order(api: Api) -> None:
     for message in messages:
         assert {"id", "role", "content", "run_id", "request_id", "metadata"} <= set(message)
         assert "timing" not in message
+
+
+TRICKY = 'quotes " and \\ backslash, \n newline, \t tab, \x01 control, \u2028 separator, 中文, 🦜'
+
+
+async def test_history_json_is_what_msgspec_would_encode_from_the_rows(api: Api) -> None:
+    """PostgreSQL renders history (yuxi.thread_history_json); it must match the DTOs
+    encoded by msgspec from the same rows, string for string, escapes and times included."""
+    project = await api.alice.post("/api/projects", json={"name": "p"})
+    assert project.status_code == 201, project.text
+    thread = await api.thread(title=TRICKY, project_id=project.json()["id"])
+    first = await api.submit(thread, TRICKY)
+    await api.submit(thread, "second")
+    await api.alice.post(f"/api/agent/runs/{first['run_id']}/cancel")
+    await api.alice.post(f"/api/agent/thread/{thread}/requests/continue")
+    # an assistant message written from psql, with nested metadata and a whole-second time
+    await api.sql(
+        "INSERT INTO yuxi.messages (thread_id, role, content, run_id, metadata, created_at)"
+        " VALUES (%s, 'assistant', %s, %s, %s, '2026-01-02 03:04:05+00')",
+        thread,
+        TRICKY,
+        first["run_id"],
+        Jsonb({"nested": {"list": [1, 2.5, None, True], "text": TRICKY}, "empty": {}}),
+    )
+
+    uid = api.uids["alice"]
+    async with api.pool.connection() as conn:
+        info = await reads.get_thread(conn, uid, uuid.UUID(thread))
+        runs = await reads.thread_runs(conn, uid, uuid.UUID(thread))
+        cur = await conn.execute(
+            "SELECT id, role, content, run_id, request_id, delivery_status, metadata, created_at"
+            " FROM yuxi.thread_messages(%s, %s)",
+            (uid, thread),
+        )
+        messages = await cur.fetchall()
+    expected = History(
+        thread=thread_view(info),
+        runs=[
+            HistoryRun(
+                run_id=r.run_id,
+                request_id=r.request_id,
+                run_type=r.run_type,
+                created_by_run_id=r.created_by_run_id,
+                status=r.status,
+                timing=RunTiming(r.created_at, r.started_at, r.finished_at),
+            )
+            for r in runs
+        ],
+        history=[HistoryMessage(*row) for row in messages],
+    )
+    assert len(expected.runs) == 2 and len(expected.history) == 3
+
+    response = await api.alice.get(f"/api/chat/thread/{thread}/history")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == json.loads(msgspec.json.encode(expected))
+    assert response.json()["history"][2]["created_at"] == "2026-01-02T03:04:05Z"
 
 
 async def test_history_does_not_change_viewed_state(api: Api) -> None:

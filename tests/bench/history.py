@@ -14,24 +14,25 @@ blocks of --block alternating between variants (ABBA), after --warmup untimed re
 
 - ``http``: ``GET /api/chat/thread/{id}/history`` over one keep-alive httpx connection,
   timed until the whole body has arrived (the JSON is parsed once, untimed, to check it);
-- ``reads``: the three read functions the endpoint calls (``yuxi.queue.reads``:
-  get_thread, thread_runs, thread_messages, decoding into msgspec Structs), in this
-  process on one connection: the endpoint's database work without HTTP, auth or JSON;
-- ``sql``: the three SQL functions called directly on one connection
-  (``SELECT * FROM yuxi.thread_get(…)``, ``yuxi.thread_runs``, ``yuxi.thread_messages``),
-  rows fetched as tuples.
+- ``reads``: the read the endpoint makes (``yuxi.queue.reads.thread_history_json``:
+  ``yuxi.thread_history_json`` renders the whole response from each row's stored
+  ``history_entry`` and the bytes come back unparsed), in this process on one
+  connection: the endpoint's database work without HTTP and auth;
+- ``sql``: the same data as rows, the raw SQL read: the three SQL functions called
+  directly on one connection (``SELECT * FROM yuxi.thread_get(…)``, ``yuxi.thread_runs``,
+  ``yuxi.thread_messages``), rows fetched as tuples.
 
 Also printed: the response size, and the CPU per read of the API process, of the
 PostgreSQL server (when local) and of this process.
 
-Then (--profile-reads) where an HTTP read's time goes, each step timed on its own in this
-process, one at a time: the server's share (the three functions with every row turned
-into text on the server, one value sent back), the rows' transfer (``COPY (SELECT * FROM
-…) TO STDOUT``: the same rows as text, not parsed), the rows fetched and parsed by
-psycopg (as ``sql``), the endpoint's own handler (``ThreadsController.history``: the
-three reads and the response DTOs, on a one-connection pool) and litestar's JSON
-encoding of its result; and, as a what-if, the whole history built as JSON in SQL
-(``json_agg``) and fetched as one text value.
+Then (--profile-reads) where a read's time goes, each step timed on its own in this
+process, one at a time: the server's share of the endpoint's read (the response rendered,
+only its length sent back), the endpoint's own handler (``ThreadsController.history``
+on a one-connection pool: the read and the Response); for comparison, the rows' path:
+the server's share (the three functions with every row turned into text, one value
+back), the rows' transfer (``COPY (SELECT * FROM …) TO STDOUT``, not parsed) and the
+rows fetched and parsed by psycopg (as ``sql``); and the JSON built from the rows at
+read time (``json_agg``, no stored entries) as one text value.
 
 Target: p50 of ``http`` ≤ 50 ms.
 
@@ -56,7 +57,6 @@ from uuid import UUID
 
 import httpx
 import psycopg
-from litestar.serialization import encode_json
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
@@ -100,6 +100,7 @@ BEGIN
 END;
 $$
 """
+SERVER_RENDER = "SELECT length(yuxi.thread_history_json(%(u)s, %(t)s))"
 SERVER_ONLY = (
     "SELECT sum(length(x::text)) FROM yuxi.thread_get(%(u)s, %(t)s) x",
     "SELECT sum(length(x::text)) FROM yuxi.thread_runs(%(u)s, %(t)s) x",
@@ -283,9 +284,14 @@ async def profile(url: str, uid: UUID, thread: UUID, count: int) -> None:
     user = User(uid=uid, name="bench", is_admin=False)
     handler = ThreadsController.history.fn
     copied: list[int] = []
-    encoded: list[int] = []
+    rendered: list[int] = []
     built: list[int] = []
-    result: list[Any] = []
+
+    async def server_render() -> None:
+        cur = await conn.execute(SERVER_RENDER, params)
+        row = await cur.fetchone()
+        assert row is not None
+        rendered.append(row[0])
 
     async def server_only() -> None:
         for query in SERVER_ONLY:
@@ -312,18 +318,15 @@ async def profile(url: str, uid: UUID, thread: UUID, count: int) -> None:
         built.append(len(row[0]))
 
     async def run_handler() -> None:
-        result[:] = [await handler(None, state, user, thread)]
-
-    async def encode() -> None:
-        encoded.append(len(encode_json(result.pop())))
+        await handler(None, state, user, thread)
 
     steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
-        ("server: 3 functions, rows to text, 1 value back", server_only),
-        ("transfer: COPY the same rows as text, unparsed", copy_out),
-        ("fetch + parse rows (psycopg, tuples) = sql", fetch_rows),
-        ("the endpoint's handler: reads + Structs + DTOs", run_handler),
-        ("litestar JSON encoding of the handler's result", encode),
-        ("what-if: the JSON built in SQL (json_agg), one text value", server_json),
+        ("server: the response rendered, its length back", server_render),
+        ("the endpoint's handler: the read + Response", run_handler),
+        ("rows: 3 functions on the server, rows to text, 1 value back", server_only),
+        ("rows: COPY the same rows as text, unparsed", copy_out),
+        ("rows: fetch + parse (psycopg, tuples) = sql", fetch_rows),
+        ("rows: JSON built at read time (json_agg), one text value", server_json),
     ]
     wall: dict[str, list[float]] = {name: [] for name, _ in steps}
     cpu: dict[str, float] = dict.fromkeys(wall, 0.0)
@@ -360,8 +363,8 @@ async def profile(url: str, uid: UUID, thread: UUID, count: int) -> None:
         ],
     )
     print(
-        f"  COPY moved {copied[-1]:,} bytes of rows as text; the handler's result encodes to"
-        f" {encoded[-1]:,} bytes of JSON; the JSON built in SQL (not the API's shape: no"
+        f"  the rendered response is {rendered[-1]:,} characters; COPY moved {copied[-1]:,}"
+        f" bytes of rows as text; the JSON built with json_agg (not the API's shape: no"
         f" nested timing) is {built[-1]:,} characters"
     )
 
@@ -393,9 +396,7 @@ async def measure_reads(
         sizes.append(len(body))
 
     async def reads_read() -> None:
-        await reads.get_thread(conn, uid, thread)
-        await reads.thread_runs(conn, uid, thread)
-        await reads.thread_messages(conn, uid, thread)
+        await reads.thread_history_json(conn, uid, thread)
 
     async def sql_read() -> None:
         count = 0

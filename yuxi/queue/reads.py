@@ -8,8 +8,11 @@ from uuid import UUID
 
 import msgspec
 from psycopg import AsyncConnection
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
 
 from yuxi.queue.calls import call_many, call_one, call_scalar
+from yuxi.queue.errors import typed_errors
 from yuxi.queue.models import RequestInfo
 
 
@@ -32,17 +35,6 @@ class RunSummary(msgspec.Struct, frozen=True):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-
-
-class MessageRow(msgspec.Struct, frozen=True):
-    id: int
-    role: str
-    content: str
-    run_id: UUID | None
-    request_id: str | None
-    delivery_status: str | None
-    metadata: dict[str, Any]
-    created_at: datetime
 
 
 class RunResultRow(msgspec.Struct, frozen=True):
@@ -115,12 +107,25 @@ async def thread_runs(conn: AsyncConnection[Any], uid: UUID, thread_id: UUID) ->
     return await call_many(conn, RunSummary, "yuxi.thread_runs(%(u)s, %(t)s)", _p(uid, thread_id))
 
 
-async def thread_messages(
-    conn: AsyncConnection[Any], uid: UUID, thread_id: UUID
-) -> list[MessageRow]:
-    return await call_many(
-        conn, MessageRow, "yuxi.thread_messages(%(u)s, %(t)s)", _p(uid, thread_id)
-    )
+class _Utf8Text(Loader):
+    """A text value as UTF-8 bytes, not decoded into a str: for JSON sent on as it is."""
+
+    def load(self, data: Buffer) -> bytes:
+        raw = bytes(data)
+        encoding = self.connection.info.encoding if self.connection else "utf-8"
+        return raw if encoding == "utf-8" else raw.decode(encoding).encode()
+
+
+async def thread_history_json(conn: AsyncConnection[Any], uid: UUID, thread_id: UUID) -> bytes:
+    """The history response ``{thread, runs, history}``, rendered by PostgreSQL."""
+    async with conn.cursor() as cur:
+        cur.adapters.register_loader("text", _Utf8Text)
+        with typed_errors():
+            await cur.execute("SELECT yuxi.thread_history_json(%(u)s, %(t)s)", _p(uid, thread_id))
+            row = await cur.fetchone()
+    assert row is not None
+    value: bytes = row[0]
+    return value
 
 
 async def thread_requests(
