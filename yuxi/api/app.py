@@ -8,7 +8,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from litestar import Litestar
+from litestar import Litestar, Request
+from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.logging import LoggingConfig
 from litestar.openapi import OpenAPIConfig
@@ -16,11 +17,13 @@ from litestar.openapi.spec import Components, SecurityScheme
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from yuxi.api.auth import authenticate
+from yuxi.api.access_log import AccessLog
+from yuxi.api.auth import User, authenticate
 from yuxi.api.errors import EXCEPTION_HANDLERS
 from yuxi.api.event_hub import EventHub
 from yuxi.api.routes.agents import AgentsController
 from yuxi.api.routes.projects import ProjectsController
+from yuxi.api.routes.requests import RequestEventsController
 from yuxi.api.routes.runs import RunsController
 from yuxi.api.routes.scheduling import ScheduledJobsController
 from yuxi.api.routes.system import health
@@ -29,6 +32,14 @@ from yuxi.api.state import AppState
 from yuxi.settings import Settings
 
 log = logging.getLogger("yuxi.api")
+
+
+async def caller(request: Request[object, object, State]) -> User:
+    """The ``user`` dependency: the authenticated caller, also kept in the ASGI scope
+    (litestar's ``request.user``) for the access log."""
+    user = await authenticate(request)
+    request.scope["user"] = user
+    return user
 
 
 def create_app(url: str, settings: Settings) -> Litestar:
@@ -62,16 +73,17 @@ def create_app(url: str, settings: Settings) -> Litestar:
             await saver_pool.close()
             await pool.close()
 
-    return Litestar(
+    app = Litestar(
         route_handlers=[
             health,
             AgentsController,
             ProjectsController,
             ThreadsController,
             RunsController,
+            RequestEventsController,
             ScheduledJobsController,
         ],
-        dependencies={"user": Provide(authenticate)},
+        dependencies={"user": Provide(caller)},
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=[lifespan],
         request_max_body_size=settings.max_body_bytes,
@@ -84,8 +96,9 @@ def create_app(url: str, settings: Settings) -> Litestar:
             ),
             security=[{"bearer": []}],
         ),
-        logging_config=LoggingConfig(
-            root={"level": "INFO", "handlers": ["queue_listener"]},
-            log_exceptions="never",
-        ),
+        # the root logger is the process's (yuxi's CLI sets it from YUXI_LOG_LEVEL)
+        logging_config=LoggingConfig(configure_root_logger=False, log_exceptions="never"),
     )
+    # outermost, around litestar's own error handling: every response is logged
+    app.asgi_handler = AccessLog(app.asgi_handler)
+    return app

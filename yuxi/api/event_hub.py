@@ -1,7 +1,10 @@
 """One LISTEN connection per API process, fanned out to every SSE client.
 
 A notification ``"<run_id> <seq>"`` on yuxi_run_events wakes the clients streaming that
-run; each then reads the new events from the table. Clients also re-read after each
+run; each then reads the new events from the table. A notification ``"<thread_id>"`` on
+yuxi_request_events wakes the clients following a request of that thread: the API sends
+it after a change to a thread's queue that no run's end announces (a queued request
+cancelled or steered, a paused backlog continued). Clients also re-read after each
 heartbeat interval, so a lost notification delays an event, never loses it.
 """
 
@@ -11,17 +14,30 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import Any
 from uuid import UUID
+
+from psycopg import AsyncConnection
 
 from yuxi.db.listener import Listener
 from yuxi.queue.events import EVENTS_CHANNEL
+
+REQUESTS_CHANNEL = "yuxi_request_events"  # NOTIFY payload: "<thread_id>"
+
+
+async def notify_queue_changed(conn: AsyncConnection[Any], thread_id: UUID) -> None:
+    """Tells every API process that ``thread_id``'s queue changed (after the change has
+    committed, so the streams it wakes read the new state)."""
+    await conn.execute("SELECT pg_notify(%s, %s)", (REQUESTS_CHANNEL, str(thread_id)))
 
 
 class EventHub:
     def __init__(self, url: str) -> None:
         self._waiters: dict[UUID, set[asyncio.Event]] = defaultdict(set)
         # after a reconnect everyone re-reads: notifications may have been missed
-        self._listener = Listener(url, EVENTS_CHANNEL, self._wake, self._wake_all)
+        self._listener = Listener(
+            url, (EVENTS_CHANNEL, REQUESTS_CHANNEL), self._wake, self._wake_all
+        )
 
     async def start(self) -> None:
         await self._listener.start()
@@ -31,30 +47,34 @@ class EventHub:
 
     @property
     def listeners(self) -> int:
-        return sum(len(waiters) for waiters in self._waiters.values())
+        """Streams waiting for news (one may wait on several keys)."""
+        return len({event for waiters in self._waiters.values() for event in waiters})
 
     @contextlib.contextmanager
-    def subscribe(self, run_id: UUID) -> Iterator[asyncio.Event]:
-        """An event set on each notification for ``run_id`` while in the block. Subscribe
-        before reading, so news that lands during the read is not missed."""
+    def subscribe(self, *keys: UUID) -> Iterator[asyncio.Event]:
+        """An event set on each notification for any of ``keys`` (run or thread ids)
+        while in the block. Subscribe before reading, so news that lands during the read
+        is not missed."""
         event = asyncio.Event()
-        self._waiters[run_id].add(event)
+        for key in keys:
+            self._waiters[key].add(event)
         try:
             yield event
         finally:
-            waiters = self._waiters.get(run_id)
-            if waiters is not None:
-                waiters.discard(event)
-                if not waiters:
-                    del self._waiters[run_id]
+            for key in keys:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(event)
+                    if not waiters:
+                        del self._waiters[key]
 
     def _wake(self, payload: str) -> None:
-        run, _, _seq = payload.partition(" ")
+        key, _, _seq = payload.partition(" ")
         try:
-            run_id = UUID(run)
+            target = UUID(key)
         except ValueError:
             return
-        for event in self._waiters.get(run_id, ()):
+        for event in self._waiters.get(target, ()):
             event.set()
 
     def _wake_all(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -13,18 +13,19 @@ log = logging.getLogger("yuxi.db")
 
 
 class Listener:
-    """LISTENs on ``channel``; ``on_notify(payload)`` runs for each notification and
-    ``on_connect()`` after each (re)connection, when notifications may have been missed."""
+    """LISTENs on ``channel`` (one name, or several on the same connection);
+    ``on_notify(payload)`` runs for each notification and ``on_connect()`` after each
+    (re)connection, when notifications may have been missed."""
 
     def __init__(
         self,
         url: str,
-        channel: str,
+        channel: str | Sequence[str],
         on_notify: Callable[[str], None],
         on_connect: Callable[[], None] | None = None,
     ) -> None:
         self._url = url
-        self._channel = channel
+        self._channels = (channel,) if isinstance(channel, str) else tuple(channel)
         self._on_notify = on_notify
         self._on_connect = on_connect
         self._task: asyncio.Task[None] | None = None
@@ -48,7 +49,8 @@ class Listener:
                     self._url, autocommit=True
                 )
                 async with conn:
-                    await conn.execute(f"LISTEN {self._channel}")
+                    for channel in self._channels:
+                        await conn.execute(f"LISTEN {channel}")
                     self._listening.set()
                     delay = 0.5
                     if self._on_connect is not None:
@@ -60,7 +62,7 @@ class Listener:
             except Exception:
                 log.exception(
                     "listener on %s lost its connection; reconnecting in %.1fs",
-                    self._channel,
+                    ", ".join(self._channels),
                     delay,
                 )
                 await asyncio.sleep(delay)
