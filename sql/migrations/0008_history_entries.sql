@@ -6,8 +6,8 @@
 -- 20 ms in PostgreSQL), so each message and run carries its own history entry as a
 -- stored generated column: PostgreSQL computes it on every insert and update of the
 -- row, after the BEFORE triggers, and nobody can write it by hand, so it never disagrees
--- with the row. A history read concatenates the entries (yuxi.thread_history_json) and
--- the API sends the text as it is.
+-- with the row. A history read concatenates the entries in chunks and the API streams
+-- them as they come.
 --
 -- Times are rendered as the API renders them everywhere else (msgspec): UTC, ISO 8601,
 -- "Z", microseconds only when not zero.
@@ -69,23 +69,50 @@ LANGUAGE sql STABLE AS $$
         || '}'
 $$;
 
--- The whole history response, {thread, runs, history}, as JSON text: runs by creation
--- time then id, messages by id. One statement, so runs and messages come from one
--- snapshot. Raises not_found (YN001) like thread_get. work_mem is raised for the call so
--- that ordering a long thread's entries (about 460 bytes each) stays in memory.
+-- The entries of a thread's runs (by creation time, then id) and of its messages (by
+-- id), in chunks of 256 comma-separated entries (the last one fewer), in chunk order. The API streams
+-- them between the thread and the closing brackets, so the response leaves while
+-- PostgreSQL is still producing it; chunks, not one value per list, because sending one
+-- multi-megabyte value costs PostgreSQL about twice the CPU. Nothing for a thread the
+-- user cannot see (the API calls yuxi.thread_get first, in the same snapshot).
+CREATE FUNCTION yuxi.thread_history_runs(p_uid uuid, p_thread_id uuid)
+RETURNS TABLE (chunk bigint, entries text)
+LANGUAGE sql STABLE AS $$
+    SELECT r.chunk, string_agg(r.history_entry, ',' ORDER BY r.created_at, r.run_id)
+    FROM (SELECT history_entry, created_at, run_id,
+                 (row_number() OVER (ORDER BY created_at, run_id) - 1) / 256 AS chunk
+          FROM yuxi.agent_runs
+          WHERE thread_id = p_thread_id
+            AND EXISTS (SELECT 1 FROM yuxi.conversations c
+                        WHERE c.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active')) r
+    GROUP BY r.chunk
+    ORDER BY r.chunk
+$$;
+
+CREATE FUNCTION yuxi.thread_history_messages(p_uid uuid, p_thread_id uuid)
+RETURNS TABLE (chunk bigint, entries text)
+LANGUAGE sql STABLE AS $$
+    SELECT m.chunk, string_agg(m.history_entry, ',' ORDER BY m.id)
+    FROM (SELECT history_entry, id, (row_number() OVER (ORDER BY id) - 1) / 256 AS chunk
+          FROM yuxi.messages
+          WHERE thread_id = p_thread_id
+            AND EXISTS (SELECT 1 FROM yuxi.conversations c
+                        WHERE c.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active')) m
+    GROUP BY m.chunk
+    ORDER BY m.chunk
+$$;
+
+-- The whole history response, {thread, runs, history}, as one JSON text: the body
+-- GET /api/chat/thread/{id}/history sends, byte for byte. For psql. Raises not_found
+-- (YN001) like thread_get.
 CREATE FUNCTION yuxi.thread_history_json(p_uid uuid, p_thread_id uuid) RETURNS text
-LANGUAGE plpgsql STABLE SET work_mem = '64MB' AS $$
-DECLARE
-    v_thread yuxi.thread_info := yuxi.thread_get(p_uid, p_thread_id);
-BEGIN
-    RETURN concat(
-        '{"thread":', yuxi.thread_json(v_thread),
-        ',"runs":[',
-        (SELECT string_agg(r.history_entry, ',' ORDER BY r.created_at, r.run_id)
-         FROM yuxi.agent_runs r WHERE r.thread_id = p_thread_id),
-        '],"history":[',
-        (SELECT string_agg(m.history_entry, ',' ORDER BY m.id)
-         FROM yuxi.messages m WHERE m.thread_id = p_thread_id),
-        ']}');
-END;
+LANGUAGE sql STABLE AS $$
+    SELECT '{"thread":' || yuxi.thread_json(yuxi.thread_get(p_uid, p_thread_id))
+        || ',"runs":['
+        || coalesce((SELECT string_agg(entries, ',' ORDER BY chunk)
+                     FROM yuxi.thread_history_runs(p_uid, p_thread_id)), '')
+        || '],"history":['
+        || coalesce((SELECT string_agg(entries, ',' ORDER BY chunk)
+                     FROM yuxi.thread_history_messages(p_uid, p_thread_id)), '')
+        || ']}'
 $$;

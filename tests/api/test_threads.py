@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
+import httpx
 import msgspec
 import pytest
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from tests.api.conftest import Api, error_of, read_sse
@@ -222,6 +225,80 @@ async def test_history_json_is_what_msgspec_would_encode_from_the_rows(api: Api)
     assert response.headers["content-type"] == "application/json"
     assert response.json() == json.loads(msgspec.json.encode(expected))
     assert response.json()["history"][2]["created_at"] == "2026-01-02T03:04:05Z"
+    # psql gets the same document, byte for byte
+    rendered = await api.value("SELECT yuxi.thread_history_json(%s, %s)", uid, thread)
+    assert rendered.encode() == response.content
+
+
+LONG_THREAD = """
+DO $$
+DECLARE
+    v_run uuid;
+BEGIN
+    FOR i IN 1..300 LOOP
+        v_run := (yuxi.request_submit({u}, {t}, 'question ' || i, {t} || '-' || i)).run_id;
+        PERFORM yuxi.run_finish(v_run, (yuxi.run_claim(v_run, 'test', 60)).lease_token,
+            'completed',
+            jsonb_build_array(jsonb_build_object('role', 'assistant', 'content', 'answer ' || i)),
+            NULL, NULL, NULL, false);
+    END LOOP;
+END;
+$$
+"""
+
+
+async def test_history_of_a_long_thread_keeps_every_entry_in_order(api: Api) -> None:
+    """History is read in chunks of 256 entries: 300 runs and 600 messages span several."""
+    thread = await api.thread()
+    async with api.pool.connection() as conn:
+        statement = sql.SQL(LONG_THREAD).format(
+            u=sql.Literal(api.uids["alice"]), t=sql.Literal(uuid.UUID(thread))
+        )
+        await conn.execute(statement)
+    expected_runs = await api.sql(
+        "SELECT run_id::text FROM yuxi.agent_runs WHERE thread_id = %s ORDER BY created_at, run_id",
+        thread,
+    )
+    history = await api.history(thread)
+    assert [r["run_id"] for r in history["runs"]] == [row[0] for row in expected_runs]
+    assert len(expected_runs) == 300
+    contents = [m["content"] for m in history["history"]]
+    assert contents == [text for i in range(1, 301) for text in (f"question {i}", f"answer {i}")]
+    assert [m["id"] for m in history["history"]] == sorted(m["id"] for m in history["history"])
+
+
+async def test_a_history_read_abandoned_midway_gives_its_connection_back(api: Api) -> None:
+    """History streams from a pooled connection held in a transaction; clients that hang
+    up halfway must not leave it checked out or idle in transaction."""
+    thread = await api.thread()
+    async with api.pool.connection() as conn:
+        await conn.execute(
+            sql.SQL(LONG_THREAD.replace("'answer ' || i", "repeat('long answer ', 2000)")).format(
+                u=sql.Literal(api.uids["alice"]), t=sql.Literal(uuid.UUID(thread))
+            )
+        )
+    address = httpx.URL(api.base_url)
+    request = (
+        f"GET /api/chat/thread/{thread}/history HTTP/1.1\r\nHost: {address.host}\r\n"
+        f"Authorization: Bearer {api.tokens['alice']}\r\n\r\n"
+    ).encode()
+    for _ in range(api.settings.pool_max_size + 5):
+        reader, writer = await asyncio.open_connection(address.host, address.port)
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        await reader.read(1000)  # a little of the body, then hang up
+        writer.transport.abort()
+
+    # every connection came back: more full reads than the pool holds, each in time
+    for _ in range(api.settings.pool_max_size + 5):
+        history = await asyncio.wait_for(api.history(thread), timeout=10)
+        assert len(history["history"]) == 600
+    left_in_transaction = await api.value(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND state LIKE 'idle in transaction%%'"
+    )
+    assert left_in_transaction == 0
 
 
 async def test_history_does_not_change_viewed_state(api: Api) -> None:

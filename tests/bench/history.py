@@ -12,11 +12,16 @@ Measurement: the API runs as a process of its own (``uv run yuxi api`` on a free
 default pool), and one client reads the history --iterations times per variant, in
 blocks of --block alternating between variants (ABBA), after --warmup untimed reads each:
 
-- ``http``: ``GET /api/chat/thread/{id}/history`` over one keep-alive httpx connection,
-  timed until the whole body has arrived (the JSON is parsed once, untimed, to check it);
-- ``reads``: the read the endpoint makes (``yuxi.queue.reads.thread_history_json``:
-  ``yuxi.thread_history_json`` renders the whole response from each row's stored
-  ``history_entry`` and the bytes come back unparsed), in this process on one
+- ``http``: ``GET /api/chat/thread/{id}/history`` over one keep-alive connection of a
+  minimal HTTP/1.1 client (the request written, the head read, the body read by its
+  chunks, not parsed: what curl does), timed until the whole body has arrived
+  (the JSON is parsed once, untimed, to check it); the target is checked on this one;
+- ``httpx``: the same GET through one keep-alive httpx connection, whose own work
+  (h11 parsing a 6 MB body in Python) is part of its time;
+- ``reads``: the read the endpoint makes (``yuxi.queue.reads.thread_history``: in one
+  snapshot, the thread, then the runs' and messages' stored ``history_entry`` joined in
+  chunks of 256 by ``yuxi.thread_history_runs``/``thread_history_messages``, streamed
+  and not parsed), in this process on one
   connection: the endpoint's database work without HTTP and auth;
 - ``sql``: the same data as rows, the raw SQL read: the three SQL functions called
   directly on one connection (``SELECT * FROM yuxi.thread_get(…)``, ``yuxi.thread_runs``,
@@ -26,13 +31,13 @@ Also printed: the response size, and the CPU per read of the API process, of the
 PostgreSQL server (when local) and of this process.
 
 Then (--profile-reads) where a read's time goes, each step timed on its own in this
-process, one at a time: the server's share of the endpoint's read (the response rendered,
-only its length sent back), the endpoint's own handler (``ThreadsController.history``
-on a one-connection pool: the read and the Response); for comparison, the rows' path:
-the server's share (the three functions with every row turned into text, one value
-back), the rows' transfer (``COPY (SELECT * FROM …) TO STDOUT``, not parsed) and the
-rows fetched and parsed by psycopg (as ``sql``); and the JSON built from the rows at
-read time (``json_agg``, no stored entries) as one text value.
+process, one at a time: the server's share of the endpoint's read (the response's
+chunks built, only their total length sent back), the endpoint's own handler
+(``ThreadsController.history`` on a one-connection pool: the read and the Stream);
+for comparison, the rows' path: the server's share (the three functions with every row
+turned into text, one value back), the rows' transfer (``COPY (SELECT * FROM …) TO
+STDOUT``, not parsed) and the rows fetched and parsed by psycopg (as ``sql``); and the
+JSON built from the rows at read time (``json_agg``, no stored entries) as one value.
 
 Target: p50 of ``http`` ≤ 50 ms.
 
@@ -42,9 +47,11 @@ Target: p50 of ``http`` ≤ 50 ms.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import pstats
+import re
 import statistics
 import tempfile
 import time
@@ -53,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 from uuid import UUID
 
 import httpx
@@ -100,7 +108,11 @@ BEGIN
 END;
 $$
 """
-SERVER_RENDER = "SELECT length(yuxi.thread_history_json(%(u)s, %(t)s))"
+SERVER_RENDER = (
+    "SELECT octet_length(yuxi.thread_json(yuxi.thread_get(%(u)s, %(t)s)))",
+    "SELECT sum(octet_length(entries)) FROM yuxi.thread_history_runs(%(u)s, %(t)s)",
+    "SELECT sum(octet_length(entries)) FROM yuxi.thread_history_messages(%(u)s, %(t)s)",
+)
 SERVER_ONLY = (
     "SELECT sum(length(x::text)) FROM yuxi.thread_get(%(u)s, %(t)s) x",
     "SELECT sum(length(x::text)) FROM yuxi.thread_runs(%(u)s, %(t)s) x",
@@ -158,6 +170,58 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         " the top functions (the API is slower so; figures are not comparable)",
     )
     return parser.parse_args(argv)
+
+
+class RawHttpClient:
+    """A minimal keep-alive HTTP/1.1 client for GETs: the body is read by its
+    Content-Length or its chunks and returned unparsed, so the timing holds little
+    client work."""
+
+    def __init__(self, base_url: str, token: str) -> None:
+        address = urlsplit(base_url)
+        self.host, self.port = address.hostname or "127.0.0.1", address.port or 80
+        self.token = token
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def open(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+
+    async def get(self, path: str) -> tuple[int, bytes]:
+        """One GET; when the server has closed the idle connection, again on a new one."""
+        try:
+            return await self._get(path)
+        except asyncio.IncompleteReadError as error:
+            if error.partial:
+                raise
+        await self.close()
+        await self.open()
+        return await self._get(path)
+
+    async def _get(self, path: str) -> tuple[int, bytes]:
+        assert self.reader is not None and self.writer is not None
+        self.writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"Authorization: Bearer {self.token}\r\n\r\n".encode()
+        )
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        length = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
+        if length is not None:
+            return status, await self.reader.readexactly(int(length.group(1)))
+        if re.search(rb"(?i)\r\ntransfer-encoding:\s*chunked", head) is None:
+            raise RuntimeError(f"neither Content-Length nor chunked: {head[:300]!r}")
+        pieces = []
+        while size := int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16):
+            pieces.append(await self.reader.readexactly(size))
+            await self.reader.readexactly(2)
+        await self.reader.readuntil(b"\r\n")  # no trailers
+        return status, b"".join(pieces)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            await self.writer.wait_closed()
 
 
 @dataclass
@@ -288,10 +352,13 @@ async def profile(url: str, uid: UUID, thread: UUID, count: int) -> None:
     built: list[int] = []
 
     async def server_render() -> None:
-        cur = await conn.execute(SERVER_RENDER, params)
-        row = await cur.fetchone()
-        assert row is not None
-        rendered.append(row[0])
+        size = 0
+        for query in SERVER_RENDER:
+            cur = await conn.execute(query, params)
+            row = await cur.fetchone()
+            assert row is not None
+            size += row[0] or 0
+        rendered.append(size)
 
     async def server_only() -> None:
         for query in SERVER_ONLY:
@@ -318,11 +385,13 @@ async def profile(url: str, uid: UUID, thread: UUID, count: int) -> None:
         built.append(len(row[0]))
 
     async def run_handler() -> None:
-        await handler(None, state, user, thread)
+        response = await handler(None, state, user, thread)
+        async for _ in response.iterator:
+            pass
 
     steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
-        ("server: the response rendered, its length back", server_render),
-        ("the endpoint's handler: the read + Response", run_handler),
+        ("server: the response's chunks, their length back", server_render),
+        ("the endpoint's handler: the read + Stream, consumed", run_handler),
         ("rows: 3 functions on the server, rows to text, 1 value back", server_only),
         ("rows: COPY the same rows as text, unparsed", copy_out),
         ("rows: fetch + parse (psycopg, tuples) = sql", fetch_rows),
@@ -363,7 +432,7 @@ async def profile(url: str, uid: UUID, thread: UUID, count: int) -> None:
         ],
     )
     print(
-        f"  the rendered response is {rendered[-1]:,} characters; COPY moved {copied[-1]:,}"
+        f"  the response's chunks hold {rendered[-1]:,} bytes; COPY moved {copied[-1]:,}"
         f" bytes of rows as text; the JSON built with json_agg (not the API's shape: no"
         f" nested timing) is {built[-1]:,} characters"
     )
@@ -384,11 +453,23 @@ async def measure_reads(
     sizes: list[int] = []
     raw_rows: list[int] = []
     conn = await connect(url)
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        url, min_size=1, max_size=1, open=False, kwargs={"autocommit": True}
+    )
+    await pool.open()
     client = httpx.AsyncClient(
         base_url=api.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60.0
     )
+    raw = RawHttpClient(api.base_url, token)
+    await raw.open()
 
     async def http_read() -> None:
+        status, body = await raw.get(path)
+        if status != 200:
+            raise RuntimeError(f"GET {path}: {status} {body[:300]!r}")
+        sizes.append(len(body))
+
+    async def httpx_read() -> None:
         response = await client.get(path)
         body = await response.aread()
         if response.status_code != 200:
@@ -396,7 +477,8 @@ async def measure_reads(
         sizes.append(len(body))
 
     async def reads_read() -> None:
-        await reads.thread_history_json(conn, uid, thread)
+        async for _ in reads.thread_history(pool, uid, thread):
+            pass
 
     async def sql_read() -> None:
         count = 0
@@ -407,6 +489,7 @@ async def measure_reads(
 
     variants: dict[str, Callable[[], Awaitable[None]]] = {
         "http": http_read,
+        "httpx": httpx_read,
         "reads": reads_read,
         "sql": sql_read,
     }
@@ -428,7 +511,9 @@ async def measure_reads(
                 shown = ", ".join(f"{t.label} p50 {t.ms(0.5):.1f} ms" for t in timings.values())
                 log(f"{sum(len(t.seconds) for t in timings.values()):,} reads: {shown}")
     finally:
+        await raw.close()
         await client.aclose()
+        await pool.close()
         await conn.close()
 
     rows = [
@@ -439,8 +524,8 @@ async def measure_reads(
             f"{t.ms(0.99):.1f}",
             f"{statistics.mean(t.seconds) * 1000:.1f}",
             f"{min(t.seconds) * 1000:.1f}",
-            f"{t.per_read_ms(t.api_cpu):.1f}" if t.label == "http" else "-",
-            f"{t.per_read_ms(t.api_wait):.1f}" if t.label == "http" else "-",
+            f"{t.per_read_ms(t.api_cpu):.1f}" if t.label.startswith("http") else "-",
+            f"{t.per_read_ms(t.api_wait):.1f}" if t.label.startswith("http") else "-",
             f"{t.per_read_ms(t.server_cpu):.1f}",
             f"{t.per_read_ms(t.client_cpu):.1f}",
             f"{t.ms(0.5) / timings['sql'].ms(0.5):.1f}x",

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import msgspec
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor, sql
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
+from psycopg_pool import AsyncConnectionPool
 
 from yuxi.queue.calls import call_many, call_one, call_scalar
 from yuxi.queue.errors import typed_errors
@@ -116,16 +118,48 @@ class _Utf8Text(Loader):
         return raw if encoding == "utf-8" else raw.decode(encoding).encode()
 
 
-async def thread_history_json(conn: AsyncConnection[Any], uid: UUID, thread_id: UUID) -> bytes:
-    """The history response ``{thread, runs, history}``, rendered by PostgreSQL."""
-    async with conn.cursor() as cur:
+async def thread_history(
+    pool: AsyncConnectionPool[Any], uid: UUID, thread_id: UUID
+) -> AsyncIterator[bytes]:
+    """The history response ``{thread, runs, history}`` as JSON, in pieces, rendered by
+    PostgreSQL from the rows' stored entries, all from one snapshot: the thread, then
+    the runs' and the messages' entries in chunks as the server sends them.
+
+    The first piece is read before anything is yielded, so an unknown thread raises
+    ``NotFound`` at the first ``anext``. The connection is held until the last piece
+    (or until the consumer stops and the generator is closed)."""
+    async with pool.connection() as conn, conn.transaction():
+        cur = conn.cursor()
         cur.adapters.register_loader("text", _Utf8Text)
+        params = _p(uid, thread_id)
         with typed_errors():
-            await cur.execute("SELECT yuxi.thread_history_json(%(u)s, %(t)s)", _p(uid, thread_id))
+            # one snapshot; sorting a long thread's entries stays in memory
+            await cur.execute(
+                "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;"
+                " SET LOCAL work_mem = '32MB'"
+            )
+            await cur.execute("SELECT yuxi.thread_json(yuxi.thread_get(%(u)s, %(t)s))", params)
             row = await cur.fetchone()
-    assert row is not None
-    value: bytes = row[0]
-    return value
+        assert row is not None
+        yield b'{"thread":' + row[0] + b',"runs":['
+        async for piece in _chunks(cur, "yuxi.thread_history_runs", params):
+            yield piece
+        yield b'],"history":['
+        async for piece in _chunks(cur, "yuxi.thread_history_messages", params):
+            yield piece
+        yield b"]}"
+
+
+async def _chunks(
+    cur: AsyncCursor[Any], function: str, params: dict[str, Any]
+) -> AsyncIterator[bytes]:
+    """The comma-separated entries of one list, chunk by chunk, as the server sends them."""
+    query = sql.SQL("SELECT entries FROM {}(%(u)s, %(t)s) ORDER BY chunk").format(sql.SQL(function))
+    separator = b""
+    with typed_errors():
+        async for (entries,) in cur.stream(query, params):
+            yield separator + entries
+            separator = b","
 
 
 async def thread_requests(

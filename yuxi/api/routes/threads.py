@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from uuid import UUID
 
-from litestar import Controller, MediaType, Response, delete, get, post
+from litestar import Controller, MediaType, delete, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, JSONBody
+from litestar.response import Stream
 
 from yuxi.api.auth import User
 from yuxi.api.dto import (
@@ -20,6 +22,12 @@ from yuxi.api.dto import (
 from yuxi.queue import reads
 from yuxi.queue.reads import ThreadInfo
 from yuxi.runtime.state import read_thread_state
+
+
+async def _after(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield first
+    async for piece in rest:
+        yield piece
 
 
 def thread_view(info: ThreadInfo) -> Thread:
@@ -67,12 +75,13 @@ class ThreadsController(Controller):
     )
     async def history(
         self, state: State, user: NamedDependency[User], thread_id: FromPath[UUID]
-    ) -> Response[bytes]:
-        # PostgreSQL renders the whole response (yuxi.thread_history_json); it is sent on
-        # without being parsed, which is what keeps a long thread's read fast.
-        async with state.yuxi.pool.connection() as conn:
-            body = await reads.thread_history_json(conn, user.uid, thread_id)
-        return Response(body, media_type=MediaType.JSON)
+    ) -> Stream:
+        # PostgreSQL renders the response from each row's stored entry and it is sent on
+        # as it arrives, unparsed: what keeps a long thread's read fast. The thread is
+        # read before the response starts, so an unknown one is still a 404.
+        pieces = reads.thread_history(state.yuxi.pool, user.uid, thread_id)
+        first = await anext(pieces)
+        return Stream(_after(first, pieces), media_type=MediaType.JSON)
 
     @post("/thread/{thread_id:uuid}/viewed", status_code=200, summary="Mark the thread as seen")
     async def viewed(
