@@ -466,7 +466,7 @@ def _save_agent_file(file: IO[bytes], *, create: bool) -> None:
         spec = parse_agent_file(data)
     except AgentFileError as error:
         raise click.ClickException(f"{name}: {error}") from None
-    _with_database(lambda conn: save_agent(conn, spec, create=create))
+    _with_database(lambda conn: save_agent(conn, spec.slug, spec, create=create))
     click.echo(f"{'created' if create else 'updated'} agent {spec.slug}", err=True)
 
 

@@ -15,7 +15,7 @@ import msgspec
 from psycopg import AsyncConnection
 
 from yuxi.agents.registry import UnknownBackend, get_backend
-from yuxi.api.dto import CreateAgent
+from yuxi.api.dto import CreateAgent, SaveAgent
 from yuxi.queue.calls import call_many, call_scalar, encode_json
 
 
@@ -144,16 +144,19 @@ def agent_file(agent: AgentListing) -> dict[str, Any]:
     }
 
 
-async def save_agent(conn: AsyncConnection[Any], spec: CreateAgent, *, create: bool) -> None:
+async def save_agent(
+    conn: AsyncConnection[Any], slug: str, spec: SaveAgent, *, create: bool
+) -> None:
     """Creates the agent (``AgentExists`` if the slug is taken) or replaces every setting
-    of a live one (``NotFound`` otherwise), with ``yuxi.agent_save``."""
+    of a live one (``NotFound`` otherwise), with ``yuxi.agent_save``. The API's agent
+    routes and the CLI both save through here."""
     await call_scalar(
         conn,
         "SELECT yuxi.agent_save(%(c)s, %(s)s, %(n)s, %(d)s, %(b)s, %(cfg)s::jsonb, %(sc)s,"
         " %(sw)s::uuid[], %(sub)s, %(m)s)",
         {
             "c": create,
-            "s": spec.slug,
+            "s": slug,
             "n": spec.name,
             "d": spec.description,
             "b": spec.backend_id,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Controller, get, post, put
 from litestar.datastructures import State
 from litestar.di import NamedDependency
@@ -13,7 +11,7 @@ from litestar.params import FromPath, JSONBody
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.api.auth import User, require_admin
 from yuxi.api.dto import AgentDetail, AgentSummary, CreateAgent, SaveAgent
-from yuxi.queue.calls import call_scalar, encode_json
+from yuxi.operator import save_agent
 from yuxi.queue.errors import NotFound
 from yuxi.queue.reads import AgentRow, visible_agents
 
@@ -98,22 +96,5 @@ async def _save(state: State, data: SaveAgent, slug: str, *, create: bool) -> No
         get_backend(data.backend_id)
     except UnknownBackend as error:
         raise ValidationException(str(error)) from None
-    params: dict[str, Any] = {
-        "c": create,
-        "s": slug,
-        "n": data.name,
-        "d": data.description,
-        "b": data.backend_id,
-        "cfg": encode_json(data.config),
-        "sc": data.share_scope,
-        "sw": list(data.shared_with),
-        "sub": data.is_subagent,
-        "m": data.max_run_attempts,
-    }
     async with state.yuxi.pool.connection() as conn:
-        await call_scalar(
-            conn,
-            "SELECT yuxi.agent_save(%(c)s, %(s)s, %(n)s, %(d)s, %(b)s, %(cfg)s::jsonb, %(sc)s,"
-            " %(sw)s::uuid[], %(sub)s, %(m)s)",
-            params,
-        )
+        await save_agent(conn, slug, data, create=create)
