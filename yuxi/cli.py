@@ -253,6 +253,10 @@ def _configure_logging() -> None:
         level=os.environ.get("YUXI_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        # procrastinate logs each job's start and end at INFO, the maintenance jobs of
+        # every few seconds included; yuxi logs each run's outcome itself
+        logging.getLogger("procrastinate").setLevel(logging.WARNING)
 
 
 @main.group()

@@ -62,14 +62,17 @@ def test_up_serves_a_conversation_and_keeps_it_across_restarts(tmp_path: Path) -
     env.pop("YUXI_DATABASE_URL", None)
     base = f"http://127.0.0.1:{port}"
 
+    log_path = tmp_path / "yuxi-up.log"
+
     def start() -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "yuxi.cli", "up"],
-            env=env,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
+        with log_path.open("a") as log:  # the child keeps its own copy of the descriptor
+            return subprocess.Popen(
+                [sys.executable, "-m", "yuxi.cli", "up"],
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
 
     def read_until(process: subprocess.Popen[str], prefix: str) -> str:
         assert process.stdout is not None
@@ -132,3 +135,11 @@ def test_up_serves_a_conversation_and_keeps_it_across_restarts(tmp_path: Path) -
         assert [r["status"] for r in history["runs"]] == ["completed"]
     finally:
         stop(second)
+
+    # the log: an access line per request and the run's outcome, never a token, and
+    # none of procrastinate's per-job lines at the default level
+    log = log_path.read_text()
+    assert "method=POST path=/api/agent/runs status=202" in log
+    assert f"yuxi.worker: run {run_id}: completed" in log
+    assert token not in log and admin_token not in log
+    assert "procrastinate.worker" not in log
