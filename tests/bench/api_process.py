@@ -181,7 +181,7 @@ def api_process(
             "YUXI_HOST": "127.0.0.1",
             "YUXI_HOME": home,
             "YUXI_POOL_MAX_SIZE": str(pool_max_size),
-            "YUXI_LOG_LEVEL": "WARNING",
+            "YUXI_LOG_LEVEL": "INFO",  # as shipped: one access line per request, to a file
             **(extra_env or {}),
         }
         env.pop("YUXI_BENCH_DATABASE_URL", None)

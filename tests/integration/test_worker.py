@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from uuid import uuid4
 
+import pytest
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
@@ -243,9 +244,6 @@ class SlowCatalog:
     async def skill_dependencies(self, uid: object) -> dict[str, list[str]]:
         return {}
 
-    async def visible_subagents(self, uid: object) -> list[str]:
-        return []
-
 
 async def test_cancel_during_preparation_never_executes(
     world: World, db_url: str, tmp_path: Path
@@ -264,6 +262,62 @@ async def test_cancel_during_preparation_never_executes(
         info.run_id,
     )
     assert row == [(True, True)]
+    assert (
+        await world.value("SELECT count(*) FROM checkpoints WHERE thread_id = %s", str(thread)) == 0
+    )
+    assert await world.value("SELECT count(*) FROM yuxi.messages WHERE role = 'assistant'") == 0
+
+
+class GatedCatalog:
+    """Resources listed only once the test opens the gate: the test changes the world
+    while the run is being prepared."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def accessible(self, kind: str, uid: object) -> list[str]:
+        self.entered.set()
+        await self.gate.wait()
+        return []
+
+    async def skill_dependencies(self, uid: object) -> dict[str, list[str]]:
+        return {}
+
+
+@pytest.mark.parametrize(
+    ("change", "error_type", "message"),
+    [
+        (
+            "UPDATE yuxi.agents SET share_scope = 'admins' WHERE slug = 'chatbot'",
+            "run_identity",
+            "agent chatbot is not available to the run's user",
+        ),
+        (
+            "UPDATE yuxi.agents SET backend_id = 'subagent' WHERE slug = 'chatbot'",
+            "agent_changed",
+            "agent chatbot changed backend from chatbot to subagent",
+        ),
+    ],
+)
+async def test_a_change_during_preparation_fails_the_run_before_the_graph(
+    world: World, db_url: str, tmp_path: Path, change: str, error_type: str, message: str
+) -> None:
+    catalog = GatedCatalog()
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path, catalog=catalog):
+        info = await world.submit(thread, "never answered")
+        await asyncio.wait_for(catalog.entered.wait(), timeout=20)
+        await world.execute(change)
+        catalog.gate.set()
+        assert await wait_for_status(world, info.run_id, within=10) == "failed"
+    row = await world.fetch(
+        "SELECT error_type, error_message, manifest IS NOT NULL FROM yuxi.agent_runs"
+        " WHERE run_id = %s",
+        info.run_id,
+    )
+    assert row[0][0] == error_type and message in row[0][1]
+    assert row[0][2]  # the manifest was written; the identity check came right after
     assert (
         await world.value("SELECT count(*) FROM checkpoints WHERE thread_id = %s", str(thread)) == 0
     )

@@ -31,9 +31,6 @@ class Catalog:
     async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
         return self.deps
 
-    async def visible_subagents(self, uid: UUID) -> list[str]:
-        return list(self.kinds.get("subagents", []))
-
 
 def run_input(config: dict[str, Any], **overrides: Any) -> ExecutionInput:
     values: dict[str, Any] = {
@@ -52,6 +49,7 @@ def run_input(config: dict[str, Any], **overrides: Any) -> ExecutionInput:
         "input_text": "hi",
         "input_payload": {"model_spec": "builtin:scripted", "tool_approval_mode": "auto"},
         "identity_error": None,
+        "visible_subagents": ["helper", "researcher"],
     }
     values.update(overrides)
     return ExecutionInput(**values)
@@ -62,7 +60,6 @@ CATALOG = Catalog(
     knowledges=["kb1", "kb2"],
     mcps=["m1"],
     skills=["s1", "s2", "s3"],
-    subagents=["helper", "researcher"],
 )
 
 

@@ -104,3 +104,11 @@ class OutputMessage(msgspec.Struct, frozen=True):
     role: str
     content: str
     metadata: dict[str, Any] = {}
+
+
+class ManifestCommit(msgspec.Struct, frozen=True):
+    """The stored fingerprint, and the run's identity read again after the write."""
+
+    fingerprint: str
+    identity_error: str | None
+    backend_id: str | None

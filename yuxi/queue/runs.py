@@ -11,7 +11,15 @@ from psycopg import AsyncConnection
 
 from yuxi.queue.calls import call_one, call_scalar, encode_json
 from yuxi.queue.events import notify_run_events
-from yuxi.queue.models import ClaimedRun, LeaseState, OutputMessage, RequestInfo, Run, RunEvent
+from yuxi.queue.models import (
+    ClaimedRun,
+    LeaseState,
+    ManifestCommit,
+    OutputMessage,
+    RequestInfo,
+    Run,
+    RunEvent,
+)
 
 
 async def claim_run(
@@ -64,6 +72,23 @@ async def write_manifest(
         {"r": run_id, "t": token, "m": encode_json(manifest), "f": fingerprint, "now": now},
     )
     return str(value)
+
+
+async def commit_manifest(
+    conn: AsyncConnection[Any],
+    run_id: UUID,
+    token: UUID,
+    *,
+    manifest: dict[str, Any],
+    fingerprint: str,
+) -> ManifestCommit:
+    """``write_manifest``, then the run's identity as it stands now, in one call."""
+    return await call_one(
+        conn,
+        ManifestCommit,
+        "yuxi.run_commit_manifest(%(r)s, %(t)s, %(m)s::jsonb, %(f)s)",
+        {"r": run_id, "t": token, "m": encode_json(manifest), "f": fingerprint},
+    )
 
 
 async def finish_run(

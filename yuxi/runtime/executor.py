@@ -32,7 +32,7 @@ from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.queue.errors import LeaseLost, ManifestConflict, RunNotClaimable
 from yuxi.queue.events import append_events
 from yuxi.queue.models import ClaimedRun, OutputMessage, RunEvent
-from yuxi.queue.runs import claim_run, finish_run, release_run, renew_lease, write_manifest
+from yuxi.queue.runs import claim_run, commit_manifest, finish_run, release_run, renew_lease
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.inputs import ExecutionInput, load_execution_input
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
@@ -196,9 +196,11 @@ class RunExecutor:
         )
         context = prepared.context
         manifest = build_manifest(prepared, run)
+        # The manifest is written once; the same call reads the run's identity again:
+        # the conversation or agent may have changed while we prepared.
         try:
             async with self.pool.connection() as conn:
-                await write_manifest(
+                current = await commit_manifest(
                     conn,
                     claimed.run_id,
                     claimed.lease_token,
@@ -207,10 +209,6 @@ class RunExecutor:
                 )
         except ManifestConflict as error:
             raise RunFailure("manifest_conflict", str(error)) from None
-
-        # The conversation or agent may have changed while we prepared.
-        async with self.pool.connection() as conn:
-            current = await load_execution_input(conn, claimed.run_id)
         if current.identity_error:
             raise RunFailure("run_identity", current.identity_error)
         if current.backend_id != run.backend_id:

@@ -33,6 +33,7 @@ class ExecutionInput(msgspec.Struct, frozen=True):
     input_text: str | None
     input_payload: dict[str, Any]
     identity_error: str | None
+    visible_subagents: list[str]  # a chatbot's `subagents` when unset or empty
 
 
 async def load_execution_input(conn: AsyncConnection[Any], run_id: UUID) -> ExecutionInput:
@@ -42,7 +43,7 @@ async def load_execution_input(conn: AsyncConnection[Any], run_id: UUID) -> Exec
 class DatabaseCatalog:
     """Resources as the database knows them. Tools are the built-ins (every user may use
     them); knowledge bases, MCP servers and skills have no catalog yet, so none are
-    accessible; subagents are the visible subagent agents."""
+    accessible. (The subagents a user can see come with the run's execution input.)"""
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self._pool = pool
@@ -54,8 +55,3 @@ class DatabaseCatalog:
 
     async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
         return {}
-
-    async def visible_subagents(self, uid: UUID) -> list[str]:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute("SELECT yuxi.subagents_visible_to(%s)", (uid,))
-            return [row[0] for row in await cur.fetchall()]

@@ -74,8 +74,7 @@ async def prepare_agent_runtime_context(
             await catalog.accessible("skills", run.uid),
         )
     if hasattr(context, "subagents"):
-        visible = await catalog.visible_subagents(run.uid)
-        context.subagents = narrow_subagents(context.subagents, visible)
+        context.subagents = narrow_subagents(context.subagents, run.visible_subagents)
 
     workspace = user_workspace(home, str(run.uid))
     # file reads run off the event loop: a slow disk must not stall other runs

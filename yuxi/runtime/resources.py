@@ -26,8 +26,6 @@ class ResourceCatalog(Protocol):
         """For each accessible skill, the skills it depends on."""
         ...
 
-    async def visible_subagents(self, uid: UUID) -> list[str]: ...
-
 
 def narrow(selected: Sequence[str] | None, accessible: Sequence[str]) -> list[str]:
     """unset → all accessible; a list → the list ∩ accessible (list order, no repeats)."""
