@@ -352,7 +352,7 @@ class Phases:
             (executor_module, "claim_run", "claim_run"),
             (executor_module, "load_execution_input", "load_execution_input"),
             (executor_module, "prepare_agent_runtime_context", "prepare context"),
-            (executor_module, "write_manifest", "write_manifest"),
+            (executor_module, "commit_manifest", "commit_manifest (+ identity re-check)"),
             (ChatBotAgent, "get_graph", "get_graph (compiles the graph)"),
             (executor_module, "append_events", "append_events (+ notify)"),
             (executor_module, "finish_run", "finish_run (+ notify)"),
