@@ -48,7 +48,7 @@ LANGUAGE sql STABLE AS $$
                WHEN c.project_id IS NOT NULL AND (p.id IS NULL OR p.deleted_at IS NOT NULL) THEN
                    format('project %s of conversation %s no longer exists', c.project_id, r.thread_id)
            END,
-           ARRAY(SELECT yuxi.subagents_visible_to(r.uid))
+           ARRAY(SELECT s FROM yuxi.subagents_visible_to(r.uid) s)
     FROM yuxi.agent_runs r
     LEFT JOIN yuxi.conversations c ON c.thread_id = r.thread_id
     LEFT JOIN yuxi.agents a ON a.slug = r.agent_slug AND a.deleted_at IS NULL
