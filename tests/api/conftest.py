@@ -158,6 +158,19 @@ def client_error(response: httpx.Response) -> dict[str, Any]:
     return error_of(response, response.status_code)
 
 
+# the fields of a request view (submit, resume, GET /api/agent/requests/{id})
+REQUEST_VIEW_KEYS = {
+    "request_id",
+    "thread_id",
+    "status",
+    "queue_policy",
+    "queue_position",
+    "message_id",
+    "run_id",
+    "stream_url",
+    "created_at",
+}
+
 # -- the stack ------------------------------------------------------------------------
 
 

@@ -7,21 +7,10 @@ import uuid
 
 import pytest
 
-from tests.api.conftest import Api, error_of
+from tests.api.conftest import REQUEST_VIEW_KEYS, Api, error_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-VIEW_KEYS = {
-    "request_id",
-    "thread_id",
-    "status",
-    "queue_policy",
-    "queue_position",
-    "message_id",
-    "run_id",
-    "stream_url",
-    "created_at",
-}
 RUN_KEYS = {
     "run_id",
     "thread_id",
@@ -40,7 +29,7 @@ async def test_submit_returns_a_request_view(api: Api) -> None:
     response = await api.alice.post("/api/agent/runs", json={"thread_id": thread, "query": "hi"})
     assert response.status_code == 202, response.text
     first = response.json()
-    assert set(first) == VIEW_KEYS
+    assert set(first) == REQUEST_VIEW_KEYS
     assert first["thread_id"] == thread
     assert first["status"] == "dispatched" and first["queue_policy"] == "enqueue"
     assert first["queue_position"] is None

@@ -12,24 +12,12 @@ from typing import Any
 
 import pytest
 
-from tests.api.conftest import Api, Sse, error_of, parse_sse
+from tests.api.conftest import REQUEST_VIEW_KEYS, Api, Sse, error_of, parse_sse
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.usefixtures("worker")]
 
 SSE_HEARTBEAT_SECONDS = 30.0
 PROMPT = 5.0  # seconds: well inside one heartbeat
-
-VIEW_KEYS = {
-    "request_id",
-    "thread_id",
-    "status",
-    "queue_policy",
-    "queue_position",
-    "message_id",
-    "run_id",
-    "stream_url",
-    "created_at",
-}
 
 
 async def follow(api: Api, request_id: str, sink: list[Sse], who: str = "alice") -> None:
@@ -243,7 +231,7 @@ async def test_another_users_or_an_unknown_request_is_404(api: Api) -> None:
 async def test_the_request_view_is_unchanged_and_the_stream_is_in_the_schema(api: Api) -> None:
     thread = await api.thread()
     info = await api.submit(thread, "view")
-    assert set(info) == VIEW_KEYS
-    assert set(await api.request(info["request_id"])) == VIEW_KEYS
+    assert set(info) == REQUEST_VIEW_KEYS
+    assert set(await api.request(info["request_id"])) == REQUEST_VIEW_KEYS
     schema = (await api.anon.get("/schema/openapi.json")).json()
     assert "get" in schema["paths"]["/api/agent/requests/{request_id}/events"]
