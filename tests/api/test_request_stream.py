@@ -198,6 +198,86 @@ async def test_continuing_a_paused_backlog_dispatches_the_waiting_request(api: A
     ]
 
 
+async def test_changes_made_from_psql_reach_the_stream_at_once(api: Api) -> None:
+    """The notifications come from triggers, so an operator's psql is heard as promptly
+    as the API: a steer, cancels, and the deletion of the thread."""
+    thread = await api.thread()
+    ahead = await api.submit(thread, "/sleep 30")
+    second = await api.submit(thread, "second")
+    third = await api.submit(thread, "third")
+    fourth = await api.submit(thread, "fourth")
+    seconds: list[Sse] = []
+    fourths: list[Sse] = []
+    readers = [
+        asyncio.create_task(follow(api, second["request_id"], seconds)),
+        asyncio.create_task(follow(api, fourth["request_id"], fourths)),
+    ]
+    try:
+        await until(seconds, 1)
+        await until(fourths, 1)
+        assert named(fourths) == [("queued", {"queue_position": 3})]
+        await api.sql("SELECT yuxi.request_steer(%s)", third["request_id"])
+        await until(seconds, 2)  # the steered third went ahead of the second
+        assert named(seconds) == [
+            ("queued", {"queue_position": 1}),
+            ("queued", {"queue_position": 2}),
+        ]
+        await api.sql("SELECT yuxi.request_cancel(%s)", second["request_id"])
+        await asyncio.wait_for(readers[0], PROMPT)
+        assert named(seconds)[2:] == [("end", {"status": "cancelled", "run_id": None})]
+        await until(fourths, 2)
+        await api.sql("SELECT yuxi.request_cancel(%s)", third["request_id"])
+        await until(fourths, 3)
+        assert named(fourths)[1:] == [
+            ("queued", {"queue_position": 2}),
+            ("queued", {"queue_position": 1}),
+        ]
+        await api.sql("SELECT yuxi.thread_delete(%s, %s)", api.uids["alice"], thread)
+        await asyncio.wait_for(readers[1], PROMPT)
+    finally:
+        for reader in readers:
+            reader.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+    assert named(fourths)[3:] == [("end", {"status": "cancelled", "run_id": None})]
+    status = await api.value(
+        "SELECT status FROM yuxi.agent_runs WHERE run_id = %s", ahead["run_id"]
+    )
+    assert status in ("cancel_requested", "cancelled")
+
+
+async def test_resuming_the_interrupted_run_ahead_is_heard_at_once(api: Api) -> None:
+    """A request queued behind a run that then asks a question waits; the resume run that
+    answers it is a new run, announced by a trigger, so the request's stream follows it
+    and sees its own dispatch as soon as the resume run ends."""
+    thread = await api.thread()
+    await api.submit(thread, "/sleep 1")
+    asking = await api.submit(thread, "/ask Colour?")
+    waiting = await api.submit(thread, "after the answer")
+    events: list[Sse] = []
+    reader = asyncio.create_task(follow(api, waiting["request_id"], events))
+    try:
+        view = await api.wait_dispatched(asking["request_id"])
+        assert (await api.wait_run(view["run_id"]))["status"] == "interrupted"
+        await until(events, 2)
+        assert named(events) == [
+            ("queued", {"queue_position": 2}),
+            ("queued", {"queue_position": 1}),
+        ]
+        response = await api.alice.post(
+            f"/api/agent/runs/{view['run_id']}/resume", json={"resume": "blue"}
+        )
+        assert response.status_code == 202, response.text
+        await asyncio.wait_for(reader, PROMPT * 2)
+    finally:
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+    dispatched = await api.request(waiting["request_id"])
+    assert named(events)[2:] == [
+        ("run_created", {"run_id": dispatched["run_id"]}),
+        ("end", {"status": "completed", "run_id": dispatched["run_id"]}),
+    ]
+
+
 async def test_a_rejected_request_ends_at_once(api: Api) -> None:
     thread = await api.thread()
     ahead = await api.submit(thread, "/sleep 30")

@@ -2,10 +2,11 @@
 
 A notification ``"<run_id> <seq>"`` on yuxi_run_events wakes the clients streaming that
 run; each then reads the new events from the table. A notification ``"<thread_id>"`` on
-yuxi_request_events wakes the clients following a request of that thread: the API sends
-it after a change to a thread's queue that no run's end announces (a queued request
-cancelled or steered, a paused backlog continued). Clients also re-read after each
-heartbeat interval, so a lost notification delays an event, never loses it.
+yuxi_request_events wakes the clients following a request of that thread: triggers send
+it on a change to a thread's queue that no run's end announces (a queued request
+cancelled or steered, a paused backlog resumed; 0012_request_followers.sql). Clients
+also re-read after each heartbeat interval, so a lost notification delays an event,
+never loses it.
 """
 
 from __future__ import annotations
@@ -14,21 +15,12 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import Any
 from uuid import UUID
-
-from psycopg import AsyncConnection
 
 from yuxi.db.listener import Listener
 from yuxi.queue.events import EVENTS_CHANNEL
 
 REQUESTS_CHANNEL = "yuxi_request_events"  # NOTIFY payload: "<thread_id>"
-
-
-async def notify_queue_changed(conn: AsyncConnection[Any], thread_id: UUID) -> None:
-    """Tells every API process that ``thread_id``'s queue changed (after the change has
-    committed, so the streams it wakes read the new state)."""
-    await conn.execute("SELECT pg_notify(%s, %s)", (REQUESTS_CHANNEL, str(thread_id)))
 
 
 class EventHub:

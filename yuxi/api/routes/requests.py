@@ -2,9 +2,10 @@
 
 The stream waits on the process's LISTEN fan-out (``EventHub``), never on a polling loop
 of its own: a queued request wakes when the thread's latest run notifies (its end is
-committed together with the dispatch of the next request) or when the thread's queue
-changes through the API (cancel, steer, continue). Each wake, and each heartbeat, re-reads
-the request, so a missed notification delays an event by one heartbeat at most.
+committed together with the dispatch of the next request) or when triggers announce any
+other change to the thread's queue (cancel, steer, continue, resume; from the API or
+psql alike). Each wake, and each heartbeat, re-reads the request, so a missed
+notification delays an event by one heartbeat at most.
 """
 
 from __future__ import annotations

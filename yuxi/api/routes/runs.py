@@ -30,7 +30,6 @@ from yuxi.api.dto import (
     SubmitRun,
     ThreadRequests,
 )
-from yuxi.api.event_hub import notify_queue_changed
 from yuxi.queue import reads
 from yuxi.queue.errors import NotFound
 from yuxi.queue.models import RequestInfo, Run, ThreadQueue
@@ -188,10 +187,7 @@ class RunsController(Controller):
         self, state: State, user: NamedDependency[User], request_id: FromPath[str]
     ) -> RequestView:
         async with state.yuxi.pool.connection() as conn:
-            info = await cancel_request(conn, request_id, uid=user.uid)
-            if info.status == "cancelled":  # wakes the request streams of the thread
-                await notify_queue_changed(conn, info.thread_id)
-        return request_view(info)
+            return request_view(await cancel_request(conn, request_id, uid=user.uid))
 
     @post(
         "/requests/{request_id:str}/steer",
@@ -202,9 +198,7 @@ class RunsController(Controller):
         self, state: State, user: NamedDependency[User], request_id: FromPath[str]
     ) -> RequestView:
         async with state.yuxi.pool.connection() as conn:
-            info = await steer_request(conn, request_id, uid=user.uid)
-            await notify_queue_changed(conn, info.thread_id)  # queue positions moved
-        return request_view(info)
+            return request_view(await steer_request(conn, request_id, uid=user.uid))
 
     @get("/thread/{thread_id:uuid}/requests", summary="A conversation's requests and queue state")
     async def thread_requests(
@@ -226,8 +220,6 @@ class RunsController(Controller):
     ) -> ContinueResult:
         async with state.yuxi.pool.connection() as conn:
             run_id = await continue_thread(conn, thread_id, uid=user.uid)
-            if run_id is not None:  # the head was dispatched: wake the request streams
-                await notify_queue_changed(conn, thread_id)
             queue = await thread_queue(conn, thread_id)
         return ContinueResult(thread_id=thread_id, run_id=run_id, queue=_queue(queue))
 
