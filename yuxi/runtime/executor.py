@@ -28,12 +28,14 @@ from langgraph.types import Command, Interrupt
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.context import BaseContext
+from yuxi.agents.delegation import current_delegate
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.queue.errors import LeaseLost, ManifestConflict, RunNotClaimable
 from yuxi.queue.events import append_events
 from yuxi.queue.models import ClaimedRun, OutputMessage, RunEvent
 from yuxi.queue.runs import claim_run, commit_manifest, finish_run, release_run, renew_lease
 from yuxi.runtime.cancel import CancelWatcher
+from yuxi.runtime.child_runs import ChildRuns
 from yuxi.runtime.inputs import ExecutionInput, load_execution_input
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
 from yuxi.runtime.prepare import prepare_agent_runtime_context
@@ -228,21 +230,30 @@ class RunExecutor:
         graph_input = await _graph_input(graph, config, run, claimed.attempt_no)
         produced: list[BaseMessage] = []
         interrupts: list[Interrupt] = []
-        async for part in graph.astream(
-            graph_input, config, context=context, stream_mode=["messages", "updates"], version="v2"
-        ):
-            if part["type"] == "messages":
-                chunk, _meta = part["data"]
-                if isinstance(chunk, AIMessage) and _text(chunk):
-                    await events.message_chunk(chunk.id, _text(chunk))
-            elif part["type"] == "updates":
-                for node, update in part["data"].items():
-                    if node == "__interrupt__":
-                        interrupts.extend(_interrupt(i) for i in update)
-                        continue
-                    for message in _messages_of(update):
-                        produced.append(message)
-                        await events.tool_activity(message)
+        # the task tool's calls become child runs executed by this worker
+        delegating = current_delegate.set(ChildRuns(self, claimed, run.uid))
+        try:
+            async for part in graph.astream(
+                graph_input,
+                config,
+                context=context,
+                stream_mode=["messages", "updates"],
+                version="v2",
+            ):
+                if part["type"] == "messages":
+                    chunk, _meta = part["data"]
+                    if isinstance(chunk, AIMessage) and _text(chunk):
+                        await events.message_chunk(chunk.id, _text(chunk))
+                elif part["type"] == "updates":
+                    for node, update in part["data"].items():
+                        if node == "__interrupt__":
+                            interrupts.extend(_interrupt(i) for i in update)
+                            continue
+                        for message in _messages_of(update):
+                            produced.append(message)
+                            await events.tool_activity(message)
+        finally:
+            current_delegate.reset(delegating)
 
         if interrupts:
             await events.add(

@@ -1,0 +1,108 @@
+"""The task tool: a chatbot delegates to a subagent through a child run, executed by a
+real worker. The world has one subagent, `helper`, visible to everyone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from uuid import UUID
+
+from tests.integration.conftest import World
+from tests.integration.worker_harness import (
+    completed,
+    running_worker,
+    wait_for_status,
+    wait_until,
+)
+from yuxi.queue.runs import request_cancel
+
+
+def _task(subagent: str, description: str) -> str:
+    return "/tool task " + json.dumps({"subagent": subagent, "description": description})
+
+
+async def _reply(world: World, run_id: object) -> str:
+    return str(
+        await world.value(
+            "SELECT m.content FROM yuxi.agent_runs r"
+            " JOIN yuxi.messages m ON m.id = r.output_message_id WHERE r.run_id = %s",
+            run_id,
+        )
+    )
+
+
+async def _children(world: World, parent: UUID | None) -> list[tuple[object, ...]]:
+    return await world.fetch(
+        "SELECT run_id, agent_slug, run_type, status, manifest IS NOT NULL, request_id"
+        " FROM yuxi.agent_runs WHERE created_by_run_id = %s",
+        parent,
+    )
+
+
+async def test_a_task_runs_as_a_child_run_and_its_answer_is_the_tool_result(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path):
+        info = await world.submit(thread, _task("helper", "summarise the plan"))
+        await completed(world, info.run_id)
+    assert await _reply(world, info.run_id) == "tool task returned: echo: summarise the plan"
+    [(child, slug, run_type, status, has_manifest, request_id)] = await _children(
+        world, info.run_id
+    )
+    assert (slug, run_type, status, has_manifest) == ("helper", "subagent", "completed", True)
+    assert request_id == info.request_id
+    # the child has its own events, one end, and its own checkpoint thread
+    ends = await world.value(
+        "SELECT count(*) FROM yuxi.run_events WHERE run_id = %s AND event = 'end'", child
+    )
+    assert ends == 1
+    assert await world.value("SELECT count(*) FROM checkpoints WHERE thread_id = %s", str(child))
+    assert await _reply(world, child) == "echo: summarise the plan"
+    # one attempt: the delivery job found the child already claimed by its parent's worker
+    attempts = await world.value(
+        "SELECT count(*) FROM yuxi.agent_run_attempts WHERE run_id = %s", child
+    )
+    assert attempts == 1
+
+
+async def test_an_unknown_or_unlisted_subagent_is_a_tool_error_not_a_child_run(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path):
+        info = await world.submit(thread, _task("nobody", "anything"))
+        await completed(world, info.run_id)
+    reply = await _reply(world, info.run_id)
+    assert reply == "tool task returned: subagent nobody is not available (available: helper)"
+    assert await _children(world, info.run_id) == []
+
+
+async def test_without_visible_subagents_there_is_no_task_tool(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    await world.execute("UPDATE yuxi.agents SET is_subagent = false WHERE slug = 'helper'")
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path):
+        info = await world.submit(thread, _task("helper", "anything"))
+        await completed(world, info.run_id)
+    assert await _reply(world, info.run_id) == "tool task is not available"
+
+
+async def test_cancelling_the_parent_cancels_the_child(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path):
+        info = await world.submit(thread, _task("helper", "/sleep 30"))
+
+        async def child_running() -> bool:
+            rows = await _children(world, info.run_id)
+            return bool(rows) and rows[0][3] == "running"
+
+        await wait_until(child_running)
+        async with world.pool.connection() as conn:
+            await request_cancel(conn, info.run_id, uid=world.alice)
+        assert await wait_for_status(world, info.run_id, within=5) == "cancelled"
+        [(child, *_)] = await _children(world, info.run_id)
+        assert await wait_for_status(world, child, within=5) == "cancelled"

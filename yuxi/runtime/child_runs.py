@@ -1,0 +1,66 @@
+"""The worker's side of the ``task`` tool: each call is a child run, executed in place.
+
+``yuxi.run_create_subagent`` creates the child (run_type ``subagent``, created by the
+calling run under its lease, with a delivery job like every pending run). The calling
+worker then claims and executes it itself, inside the parent's tool call, so a parent
+never waits for a free worker slot; the delivery job, when a worker fetches it, finds
+the run already claimed and does nothing. If another worker claimed it first, the
+parent waits for that worker to finish it. Cancelling the parent cascades to the child
+(``run_request_cancel``), and a parent stopped mid-call releases its child like any run
+its worker gives up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from yuxi.queue.errors import QueueError
+from yuxi.queue.models import ClaimedRun
+from yuxi.queue.reads import run_result
+from yuxi.queue.runs import create_subagent_run, get_run
+
+if TYPE_CHECKING:
+    from yuxi.runtime.executor import RunExecutor
+
+ENDED = frozenset({"completed", "failed", "cancelled", "interrupted"})
+POLL_SECONDS = 0.2
+
+
+class ChildRuns:
+    def __init__(self, executor: RunExecutor, parent: ClaimedRun, uid: UUID) -> None:
+        self._executor = executor
+        self._parent = parent
+        self._uid = uid
+
+    async def run_subagent(self, slug: str, task: str) -> str:
+        pool = self._executor.pool
+        try:
+            async with pool.connection() as conn:
+                child = await create_subagent_run(
+                    conn,
+                    self._parent.run_id,
+                    self._parent.lease_token,
+                    agent_slug=slug,
+                    run_input={"task": task},
+                )
+        except QueueError as error:
+            return f"subagent {slug} could not start: {error}"
+        status = await self._executor.execute(child)
+        if status is None:  # another worker's delivery claimed it first
+            status = await self._ended(child)
+        async with pool.connection() as conn:
+            result = await run_result(conn, child, self._uid)
+        if status == "completed":
+            return result.output or ""
+        reason = f": {result.error_message}" if result.error_message else ""
+        return f"subagent {slug} {status}{reason}"
+
+    async def _ended(self, child: UUID) -> str:
+        while True:
+            async with self._executor.pool.connection() as conn:
+                run = await get_run(conn, child)
+            if run.status in ENDED:
+                return run.status
+            await asyncio.sleep(POLL_SECONDS)
