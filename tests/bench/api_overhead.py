@@ -38,7 +38,7 @@ import httpx
 import psycopg
 from psycopg import AsyncConnection
 
-from tests.bench.api_process import ApiProcess, api_process, seed_api_owner
+from tests.bench.api_process import ApiProcess, add_api_diagnostics, api_process, seed_api_owner
 from tests.bench.harness import (
     BenchDatabase,
     connect,
@@ -71,11 +71,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=15_000,
         help="fresh conversations made ready (untimed) before each window, one per submit",
     )
-    parser.add_argument(
-        "--api-gc",
-        action="store_true",
-        help="diagnostic: time the API process's garbage collections (gc.callbacks)",
-    )
+    add_api_diagnostics(parser, profile=False)
     parser.add_argument(
         "--profile-items", type=int, default=300, help="submits per side one at a time (0: skip)"
     )

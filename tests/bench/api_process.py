@@ -8,6 +8,7 @@ that Python process alone, so they are not mixed with the benchmark's own.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
@@ -45,6 +46,31 @@ def seed_api_owner(url: str) -> tuple[UUID, str]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SELECT yuxi.token_create(%s, %s, 'bench')", (uid, token_hash(token)))
     return uid, token
+
+
+def add_api_diagnostics(
+    parser: argparse.ArgumentParser, *, profile: bool = True, gc_freeze: bool = False
+) -> None:
+    """The options ``api_process`` implements, for the benchmarks that start an API."""
+    parser.add_argument(
+        "--api-gc",
+        action="store_true",
+        help="diagnostic: time the API process's garbage collections (gc.callbacks)",
+    )
+    if gc_freeze:
+        parser.add_argument(
+            "--api-gc-freeze",
+            action="store_true",
+            help="diagnostic what-if: the API process calls gc.freeze() once yuxi is imported",
+        )
+    if profile:
+        parser.add_argument(
+            "--profile-api",
+            type=Path,
+            default=None,
+            help="diagnostic: run the API under cProfile, write its stats to this file and"
+            " print the top functions (the API is slower so; figures are not comparable)",
+        )
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,13 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from tests.bench.api_process import ApiProcess, api_process, mib, seed_api_owner
+from tests.bench.api_process import (
+    ApiProcess,
+    add_api_diagnostics,
+    api_process,
+    mib,
+    seed_api_owner,
+)
 from tests.bench.harness import (
     AGENT,
     BenchDatabase,
@@ -152,23 +158,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--profile-reads", type=int, default=20, help="reads per profiled step (0: skip)"
     )
-    parser.add_argument(
-        "--api-gc",
-        action="store_true",
-        help="diagnostic: time the API process's garbage collections (gc.callbacks)",
-    )
-    parser.add_argument(
-        "--api-gc-freeze",
-        action="store_true",
-        help="diagnostic what-if: the API process calls gc.freeze() once yuxi is imported",
-    )
-    parser.add_argument(
-        "--profile-api",
-        type=Path,
-        default=None,
-        help="diagnostic: run the API under cProfile, write its stats to this file and print"
-        " the top functions (the API is slower so; figures are not comparable)",
-    )
+    add_api_diagnostics(parser, gc_freeze=True)
     return parser.parse_args(argv)
 
 

@@ -46,7 +46,13 @@ import httpx
 import psycopg
 from psycopg import sql
 
-from tests.bench.api_process import ApiProcess, api_process, mib, seed_api_owner
+from tests.bench.api_process import (
+    ApiProcess,
+    add_api_diagnostics,
+    api_process,
+    mib,
+    seed_api_owner,
+)
 from tests.bench.harness import (
     AGENT,
     BenchDatabase,
@@ -82,18 +88,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="seconds the clients may take in all"
     )
-    parser.add_argument(
-        "--api-gc",
-        action="store_true",
-        help="diagnostic: time the API process's garbage collections (gc.callbacks)",
-    )
-    parser.add_argument(
-        "--profile-api",
-        type=Path,
-        default=None,
-        help="diagnostic: run the API under cProfile, write its stats to this file and"
-        " print the top functions (the API is slower so; figures are not comparable)",
-    )
+    add_api_diagnostics(parser)
     parser.add_argument(
         "--stats-wait",
         type=float,
