@@ -236,17 +236,3 @@ class ScheduledJob(msgspec.Struct, frozen=True):
     last_fired_at: datetime | None
     created_at: datetime
     updated_at: datetime
-
-
-class JobOccurrence(msgspec.Struct, frozen=True):
-    id: UUID
-    job_id: UUID
-    scheduled_for: datetime
-    trigger: str
-    status: str
-    thread_id: UUID | None
-    request_id: str | None
-    run_id: UUID | None
-    run_status: str | None
-    error: str | None
-    created_at: datetime

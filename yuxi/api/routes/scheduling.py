@@ -13,7 +13,6 @@ from litestar.params import FromPath, JSONBody
 from yuxi.api.auth import User
 from yuxi.api.dto import (
     CreateScheduledJob,
-    JobOccurrence,
     ScheduledJob,
     UpdateScheduledJob,
 )
@@ -36,22 +35,6 @@ def job_view(job: Job) -> ScheduledJob:
         last_fired_at=job.last_fired_at,
         created_at=job.created_at,
         updated_at=job.updated_at,
-    )
-
-
-def occurrence_view(o: Occurrence) -> JobOccurrence:
-    return JobOccurrence(
-        id=o.id,
-        job_id=o.job_id,
-        scheduled_for=o.scheduled_for,
-        trigger=o.trigger,
-        status=o.status,
-        thread_id=o.thread_id,
-        request_id=o.request_id,
-        run_id=o.run_id,
-        run_status=o.run_status,
-        error=o.error,
-        created_at=o.created_at,
     )
 
 
@@ -126,13 +109,13 @@ class ScheduledJobsController(Controller):
     @post("/{job_id:uuid}/run", status_code=202, summary="Fire the job now")
     async def run(
         self, state: State, user: NamedDependency[User], job_id: FromPath[UUID]
-    ) -> JobOccurrence:
+    ) -> Occurrence:
         async with state.yuxi.pool.connection() as conn:
-            return occurrence_view(await jobs.run_now(conn, user.uid, job_id))
+            return await jobs.run_now(conn, user.uid, job_id)
 
     @get("/{job_id:uuid}/occurrences", summary="The job's occurrences, newest first")
     async def history(
         self, state: State, user: NamedDependency[User], job_id: FromPath[UUID]
-    ) -> list[JobOccurrence]:
+    ) -> list[Occurrence]:
         async with state.yuxi.pool.connection() as conn:
-            return [occurrence_view(o) for o in await jobs.occurrences(conn, user.uid, job_id)]
+            return await jobs.occurrences(conn, user.uid, job_id)
