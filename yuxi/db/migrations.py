@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg
 from psycopg.rows import dict_row
 
-from yuxi.db.paths import migrations_dir
+from yuxi.db.paths import migrations_dir, schema_dir
 
 MIGRATION_LOCK_KEY = 7_420_117_001  # pg_advisory_lock key owned by the migration runner
 PROCRASTINATE = "procrastinate:schema"
@@ -65,6 +65,12 @@ def load_migrations(directory: Path | None = None) -> list[Migration]:
             raise MigrationError(f"{path.name}: expected migration number {expected:04d}")
         migrations.append(Migration(path.name, path.read_text()))
     return migrations
+
+
+def load_schema(directory: Path | None = None) -> list[tuple[str, str]]:
+    """The files of ``sql/schema/`` as (name, text), in the order they are applied."""
+    directory = directory or schema_dir()
+    return [(path.name, path.read_text()) for path in sorted(directory.glob("*.sql"))]
 
 
 def _procrastinate_migration() -> Migration:

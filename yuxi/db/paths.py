@@ -16,4 +16,10 @@ def sql_dir() -> Path:
 
 
 def migrations_dir() -> Path:
+    """``sql/migrations/``: the numbered deltas the migration runner applies."""
     return sql_dir() / "migrations"
+
+
+def schema_dir() -> Path:
+    """``sql/schema/``: the current definition of schema ``yuxi``, one file per noun."""
+    return sql_dir() / "schema"

@@ -1,0 +1,352 @@
+-- yuxi: every table, index and constraint, and the composite types functions return.
+--
+-- State transitions are owned by the functions in the files that follow and guarded by
+-- the triggers in 11_guards.sql; the constraints here hold no matter who writes.
+
+-- System-wide defaults an operator may change from psql (e.g. the default model).
+CREATE TABLE yuxi.system_settings (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+INSERT INTO yuxi.system_settings (key, value) VALUES
+    ('default_model', 'builtin:scripted'),
+    ('default_tool_approval_mode', 'auto');
+
+CREATE TABLE yuxi.users (
+    id          uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    name        text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    is_admin    boolean NOT NULL DEFAULT false,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    deleted_at  timestamptz
+);
+-- A name is reusable once its user is deleted.
+CREATE UNIQUE INDEX users_name_live_key ON yuxi.users (name) WHERE deleted_at IS NULL;
+
+-- Only the SHA-256 of a token is stored; the token itself is shown once at creation.
+CREATE TABLE yuxi.api_tokens (
+    id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    user_id       uuid NOT NULL REFERENCES yuxi.users (id) ON DELETE CASCADE,
+    token_hash    bytea NOT NULL UNIQUE CHECK (length(token_hash) = 32),
+    name          text NOT NULL DEFAULT '',
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    last_used_at  timestamptz,
+    revoked_at    timestamptz
+);
+CREATE INDEX api_tokens_user_idx ON yuxi.api_tokens (user_id);
+
+CREATE TABLE yuxi.projects (
+    id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    uid           uuid NOT NULL REFERENCES yuxi.users (id) ON DELETE CASCADE,
+    name          text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    workdir_path  text NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    deleted_at    timestamptz
+);
+CREATE INDEX projects_uid_idx ON yuxi.projects (uid) WHERE deleted_at IS NULL;
+
+-- share_scope decides who sees an agent: everyone, admins only, or the users listed
+-- in agent_shares.
+CREATE TABLE yuxi.agents (
+    slug              text PRIMARY KEY CHECK (slug ~ '^[a-z0-9][a-z0-9_-]{0,62}$'),
+    name              text NOT NULL,
+    description       text NOT NULL DEFAULT '',
+    backend_id        text NOT NULL,
+    config_json       jsonb NOT NULL DEFAULT '{"context": {}}'
+                      CHECK (jsonb_typeof(config_json) = 'object'
+                             AND jsonb_typeof(coalesce(config_json -> 'context', '{}')) = 'object'),
+    share_scope       text NOT NULL DEFAULT 'all' CHECK (share_scope IN ('all', 'admins', 'selected')),
+    is_subagent       boolean NOT NULL DEFAULT false,
+    -- attempts a run of this agent may take; after a lost lease a run with budget left
+    -- is released to continue from its last checkpoint instead of failing.
+    max_run_attempts  integer NOT NULL DEFAULT 1 CHECK (max_run_attempts BETWEEN 1 AND 10),
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    updated_at        timestamptz NOT NULL DEFAULT now(),
+    deleted_at        timestamptz
+);
+
+CREATE TABLE yuxi.agent_shares (
+    agent_slug  text NOT NULL REFERENCES yuxi.agents (slug) ON DELETE CASCADE,
+    uid         uuid NOT NULL REFERENCES yuxi.users (id) ON DELETE CASCADE,
+    PRIMARY KEY (agent_slug, uid)
+);
+
+-- The conversation row is the per-thread lock: every queue operation on a thread
+-- starts with SELECT ... FOR UPDATE on it.
+CREATE TABLE yuxi.conversations (
+    thread_id           uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    uid                 uuid NOT NULL REFERENCES yuxi.users (id) ON DELETE CASCADE,
+    agent_slug          text NOT NULL REFERENCES yuxi.agents (slug),
+    project_id          uuid REFERENCES yuxi.projects (id) ON DELETE SET NULL,
+    title               text NOT NULL DEFAULT '',
+    status              text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'deleted')),
+    -- the conversation's saved model (second in the model resolution order)
+    model_spec          text,
+    -- the latest top-level (chat/resume) run: decides running/interrupted and resume
+    last_run_id         uuid,
+    -- set while the backlog is paused by a failed or cancelled run
+    paused_by_run_id    uuid,
+    last_viewed_run_id  uuid,
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    updated_at          timestamptz NOT NULL DEFAULT now()
+);
+-- updated_at stays out of every index: the queue touches it on each submit and finish,
+-- and an update that changes no indexed column is HOT (no index writes, cheap vacuum).
+CREATE INDEX conversations_uid_idx ON yuxi.conversations (uid) WHERE status = 'active';
+
+-- uid (here and on agent_runs) is the conversation's user, copied by the functions; it
+-- has no foreign key of its own: rows go with their conversation (ON DELETE CASCADE),
+-- and a key on users would make every submit lock the same user row in share mode.
+CREATE TABLE yuxi.agent_run_requests (
+    -- internal order key; request_id is the public identity (client-chosen or generated)
+    id                  bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+    request_id          text PRIMARY KEY CHECK (request_id ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$'),
+    uid                 uuid NOT NULL,
+    thread_id           uuid NOT NULL REFERENCES yuxi.conversations (thread_id) ON DELETE CASCADE,
+    source              text NOT NULL DEFAULT 'api' CHECK (source IN ('api', 'schedule', 'resume', 'psql')),
+    queue_policy        text NOT NULL CHECK (queue_policy IN ('enqueue', 'reject', 'steer')),
+    status              text NOT NULL CHECK (status IN ('queued', 'dispatched', 'cancelled', 'rejected', 'failed')),
+    input_message_id    bigint,
+    dispatched_run_id   uuid,
+    -- resolved at intake: {model_spec, tool_approval_mode} (+ resume for resume requests)
+    input_payload       jsonb NOT NULL DEFAULT '{}',
+    created_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CHECK ((status = 'dispatched') = (dispatched_run_id IS NOT NULL))
+);
+-- The FIFO head lookup: oldest queued request of a thread.
+CREATE INDEX agent_run_requests_queue_idx
+    ON yuxi.agent_run_requests (thread_id, created_at, id) WHERE status = 'queued';
+-- At most one pending steer per conversation.
+CREATE UNIQUE INDEX agent_run_requests_one_steer_key
+    ON yuxi.agent_run_requests (thread_id) WHERE status = 'queued' AND queue_policy = 'steer';
+CREATE INDEX agent_run_requests_thread_idx ON yuxi.agent_run_requests (thread_id, id);
+
+CREATE TABLE yuxi.messages (
+    id               bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    thread_id        uuid NOT NULL REFERENCES yuxi.conversations (thread_id) ON DELETE CASCADE,
+    role             text NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),
+    content          text NOT NULL,
+    run_id           uuid,
+    request_id       text REFERENCES yuxi.agent_run_requests (request_id) ON DELETE CASCADE,
+    delivery_status  text CHECK (delivery_status IN
+                         ('queued', 'dispatched', 'complete', 'failed', 'cancelled', 'rejected')),
+    metadata         jsonb NOT NULL DEFAULT '{}',
+    created_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    -- history's JSON of this message (01_rendering.sql): computed by PostgreSQL on
+    -- every write, after the BEFORE triggers, so it never disagrees with the row
+    history_entry    text GENERATED ALWAYS AS (
+                         yuxi.message_history_entry(id, role, content, run_id, request_id,
+                                                    delivery_status, metadata, created_at)
+                     ) STORED,
+    CHECK ((role = 'user') = (delivery_status IS NOT NULL))
+);
+CREATE INDEX messages_thread_idx ON yuxi.messages (thread_id, id);
+CREATE INDEX messages_run_idx ON yuxi.messages (run_id) WHERE run_id IS NOT NULL;
+
+ALTER TABLE yuxi.agent_run_requests
+    ADD CONSTRAINT agent_run_requests_input_message_fk
+    FOREIGN KEY (input_message_id) REFERENCES yuxi.messages (id) DEFERRABLE INITIALLY DEFERRED;
+
+-- agent_slug has no foreign key: agents are only soft-deleted, and a key would make every
+-- run of a popular agent lock that agent's row in share mode.
+CREATE TABLE yuxi.agent_runs (
+    run_id                uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    thread_id             uuid NOT NULL REFERENCES yuxi.conversations (thread_id) ON DELETE CASCADE,
+    uid                   uuid NOT NULL,
+    agent_slug            text NOT NULL,
+    request_id            text NOT NULL REFERENCES yuxi.agent_run_requests (request_id) ON DELETE CASCADE,
+    run_type              text NOT NULL CHECK (run_type IN ('chat', 'resume', 'subagent')),
+    created_by_run_id     uuid REFERENCES yuxi.agent_runs (run_id) ON DELETE CASCADE,
+    status                text NOT NULL DEFAULT 'pending' CHECK (status IN
+                              ('pending', 'running', 'cancel_requested', 'interrupted',
+                               'completed', 'failed', 'cancelled')),
+    input_message_id      bigint REFERENCES yuxi.messages (id) DEFERRABLE INITIALLY DEFERRED,
+    -- {model_spec, tool_approval_mode} (+ resume); inherited by resume runs
+    input_payload         jsonb NOT NULL DEFAULT '{}',
+    lease_token           uuid,
+    lease_owner           text,
+    lease_expires_at      timestamptz,
+    heartbeat_at          timestamptz,
+    attempt_count         integer NOT NULL DEFAULT 0,
+    delivery_job_id       bigint,
+    manifest              jsonb,
+    manifest_fingerprint  text,
+    output_message_id     bigint REFERENCES yuxi.messages (id) DEFERRABLE INITIALLY DEFERRED,
+    last_event_seq        bigint NOT NULL DEFAULT 0,
+    error_type            text,
+    error_message         text,
+    created_at            timestamptz NOT NULL DEFAULT clock_timestamp(),
+    started_at            timestamptz,
+    finished_at           timestamptz,
+    cancel_requested_at   timestamptz,
+    updated_at            timestamptz NOT NULL DEFAULT clock_timestamp(),
+    -- history's JSON of this run, like messages.history_entry
+    history_entry         text GENERATED ALWAYS AS (
+                              yuxi.run_history_entry(run_id, request_id, run_type, created_by_run_id,
+                                                     status, created_at, started_at, finished_at)
+                          ) STORED,
+    CHECK ((run_type = 'chat') = (created_by_run_id IS NULL)),
+    CHECK ((manifest IS NULL) = (manifest_fingerprint IS NULL)),
+    -- a lease exists exactly while a worker executes the run
+    CHECK ((status IN ('running', 'cancel_requested'))
+           = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)),
+    CHECK ((status IN ('completed', 'failed', 'cancelled', 'interrupted')) = (finished_at IS NOT NULL))
+);
+-- At most one active top-level run per conversation. Subagent runs execute inside
+-- their parent's run and are not part of the thread's queue.
+CREATE UNIQUE INDEX agent_runs_one_active_key
+    ON yuxi.agent_runs (thread_id)
+    WHERE status IN ('pending', 'running', 'cancel_requested') AND run_type <> 'subagent';
+-- Each interrupted run is resumed at most once.
+CREATE UNIQUE INDEX agent_runs_one_resume_key
+    ON yuxi.agent_runs (created_by_run_id) WHERE run_type = 'resume';
+CREATE INDEX agent_runs_thread_idx ON yuxi.agent_runs (thread_id, created_at, run_id);
+CREATE INDEX agent_runs_children_idx ON yuxi.agent_runs (created_by_run_id)
+    WHERE created_by_run_id IS NOT NULL;
+CREATE INDEX agent_runs_lease_idx ON yuxi.agent_runs (lease_expires_at)
+    WHERE status IN ('running', 'cancel_requested');
+CREATE INDEX agent_runs_pending_idx ON yuxi.agent_runs (created_at) WHERE status = 'pending';
+
+ALTER TABLE yuxi.conversations
+    ADD CONSTRAINT conversations_last_run_fk FOREIGN KEY (last_run_id)
+        REFERENCES yuxi.agent_runs (run_id) DEFERRABLE INITIALLY DEFERRED,
+    ADD CONSTRAINT conversations_paused_by_run_fk FOREIGN KEY (paused_by_run_id)
+        REFERENCES yuxi.agent_runs (run_id) DEFERRABLE INITIALLY DEFERRED,
+    ADD CONSTRAINT conversations_last_viewed_run_fk FOREIGN KEY (last_viewed_run_id)
+        REFERENCES yuxi.agent_runs (run_id) DEFERRABLE INITIALLY DEFERRED;
+ALTER TABLE yuxi.agent_run_requests
+    ADD CONSTRAINT agent_run_requests_dispatched_run_fk FOREIGN KEY (dispatched_run_id)
+        REFERENCES yuxi.agent_runs (run_id) DEFERRABLE INITIALLY DEFERRED;
+ALTER TABLE yuxi.messages
+    ADD CONSTRAINT messages_run_fk FOREIGN KEY (run_id)
+        REFERENCES yuxi.agent_runs (run_id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED;
+
+-- One row per claim. An attempt is written when it starts and once when it ends.
+CREATE TABLE yuxi.agent_run_attempts (
+    run_id       uuid NOT NULL REFERENCES yuxi.agent_runs (run_id) ON DELETE CASCADE,
+    attempt_no   integer NOT NULL CHECK (attempt_no >= 1),
+    worker       text NOT NULL,
+    lease_token  uuid NOT NULL UNIQUE,
+    started_at   timestamptz NOT NULL,
+    ended_at     timestamptz,
+    -- why it ended, when there is more to say than the outcome (release reason, lease loss)
+    detail       text,
+    outcome      text CHECK (outcome IN
+                     ('completed', 'failed', 'cancelled', 'interrupted', 'released', 'lease_expired')),
+    PRIMARY KEY (run_id, attempt_no),
+    CHECK ((ended_at IS NULL) = (outcome IS NULL))
+);
+
+-- Durable event log per run: SSE clients resume from any seq, at any later time.
+CREATE TABLE yuxi.run_events (
+    run_id      uuid NOT NULL REFERENCES yuxi.agent_runs (run_id) ON DELETE CASCADE,
+    seq         bigint NOT NULL CHECK (seq >= 1),
+    event       text NOT NULL CHECK (event ~ '^[a-z][a-z_]{0,31}$'),
+    payload     jsonb NOT NULL DEFAULT '{}',
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (run_id, seq)
+);
+-- Exactly one `end` per run.
+CREATE UNIQUE INDEX run_events_one_end_key ON yuxi.run_events (run_id) WHERE event = 'end';
+
+-- ---------------------------------------------------------------------------------
+-- Scheduled agent jobs
+
+CREATE TABLE yuxi.scheduled_agent_jobs (
+    id                  uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    uid                 uuid NOT NULL REFERENCES yuxi.users (id) ON DELETE CASCADE,
+    project_id          uuid REFERENCES yuxi.projects (id) ON DELETE SET NULL,
+    agent_slug          text NOT NULL,
+    prompt              text NOT NULL CHECK (length(btrim(prompt)) BETWEEN 1 AND 100000),
+    tool_approval_mode  text NOT NULL DEFAULT 'auto' CHECK (tool_approval_mode IN ('auto', 'ask')),
+    cron                text NOT NULL CHECK (length(cron) BETWEEN 1 AND 200),
+    timezone            text NOT NULL CHECK (length(timezone) BETWEEN 1 AND 64),
+    enabled             boolean NOT NULL DEFAULT true,
+    -- the next slot in UTC, computed from cron and timezone
+    next_fire_at        timestamptz NOT NULL,
+    last_fired_at       timestamptz,
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    updated_at          timestamptz NOT NULL DEFAULT now(),
+    deleted_at          timestamptz
+);
+-- What the ticker scans: enabled, live jobs by due time.
+CREATE INDEX scheduled_agent_jobs_due_idx ON yuxi.scheduled_agent_jobs (next_fire_at)
+    WHERE enabled AND deleted_at IS NULL;
+CREATE INDEX scheduled_agent_jobs_uid_idx ON yuxi.scheduled_agent_jobs (uid) WHERE deleted_at IS NULL;
+
+CREATE TABLE yuxi.scheduled_job_occurrences (
+    id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    job_id           uuid NOT NULL REFERENCES yuxi.scheduled_agent_jobs (id) ON DELETE CASCADE,
+    scheduled_for    timestamptz NOT NULL,
+    trigger          text NOT NULL CHECK (trigger IN ('schedule', 'manual')),
+    status           text NOT NULL CHECK (status IN ('submitted', 'skipped', 'failed', 'pending_retry')),
+    -- what the job said when it fired: agent, prompt, approval mode, cron, zone, project
+    config_snapshot  jsonb NOT NULL,
+    thread_id        uuid,
+    request_id       text,
+    error            text,
+    created_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CHECK ((status = 'submitted') = (request_id IS NOT NULL))
+);
+-- At most one occurrence per job and scheduled slot, however many tickers run.
+CREATE UNIQUE INDEX scheduled_job_occurrences_slot_key
+    ON yuxi.scheduled_job_occurrences (job_id, scheduled_for) WHERE trigger = 'schedule';
+CREATE INDEX scheduled_job_occurrences_job_idx
+    ON yuxi.scheduled_job_occurrences (job_id, created_at DESC);
+
+-- ---------------------------------------------------------------------------------
+-- Composite types returned by the functions
+
+CREATE TYPE yuxi.request_info AS (
+    request_id      text,
+    thread_id       uuid,
+    status          text,
+    queue_policy    text,
+    queue_position  integer,
+    message_id      bigint,
+    run_id          uuid,
+    created_at      timestamptz
+);
+
+CREATE TYPE yuxi.claimed_run AS (
+    run_id             uuid,
+    thread_id          uuid,
+    uid                uuid,
+    agent_slug         text,
+    request_id         text,
+    run_type           text,
+    created_by_run_id  uuid,
+    input_message_id   bigint,
+    input_payload      jsonb,
+    lease_token        uuid,
+    lease_expires_at   timestamptz,
+    attempt_no         integer,
+    started_at         timestamptz,
+    manifest_fingerprint text
+);
+
+CREATE TYPE yuxi.thread_info AS (
+    id             uuid,
+    agent_id       text,
+    project_id     uuid,
+    title          text,
+    thread_status  text,
+    created_at     timestamptz,
+    updated_at     timestamptz
+);
+
+CREATE TYPE yuxi.occurrence_info AS (
+    id             uuid,
+    job_id         uuid,
+    scheduled_for  timestamptz,
+    trigger        text,
+    status         text,
+    thread_id      uuid,
+    request_id     text,
+    run_id         uuid,
+    run_status     text,
+    error          text,
+    created_at     timestamptz
+);

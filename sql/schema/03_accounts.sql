@@ -1,0 +1,85 @@
+CREATE FUNCTION yuxi.user_create(
+    p_name text, p_is_admin boolean, p_token_hash bytea, p_token_name text DEFAULT 'default'
+) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_uid uuid;
+BEGIN
+    IF p_name IS NULL OR length(btrim(p_name)) = 0 OR length(p_name) > 200 THEN
+        RAISE EXCEPTION 'a user name is 1-200 characters' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    INSERT INTO yuxi.users (name, is_admin) VALUES (p_name, coalesce(p_is_admin, false))
+    ON CONFLICT (name) WHERE deleted_at IS NULL DO NOTHING
+    RETURNING id INTO v_uid;
+    IF v_uid IS NULL THEN
+        RAISE EXCEPTION 'user % already exists', p_name USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    PERFORM yuxi.token_create(v_uid, p_token_hash, p_token_name);
+    RETURN v_uid;
+END;
+$$;
+
+CREATE FUNCTION yuxi.token_create(p_uid uuid, p_token_hash bytea, p_name text DEFAULT 'default')
+RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    IF p_token_hash IS NULL OR length(p_token_hash) <> 32 THEN
+        RAISE EXCEPTION 'a token is stored as its 32-byte sha256'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM yuxi.users WHERE id = p_uid AND deleted_at IS NULL) THEN
+        RAISE EXCEPTION 'user % not found', p_uid USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    INSERT INTO yuxi.api_tokens (user_id, token_hash, name)
+    VALUES (p_uid, p_token_hash, coalesce(p_name, 'default'))
+    RETURNING id INTO v_id;
+    RETURN v_id;
+END;
+$$;
+
+-- The live user a token belongs to, or no row. last_used_at is refreshed at most once
+-- a minute so authentication does not write on every request.
+CREATE FUNCTION yuxi.token_authenticate(p_token_hash bytea)
+RETURNS TABLE (uid uuid, name text, is_admin boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE yuxi.api_tokens t SET last_used_at = now()
+    WHERE t.token_hash = p_token_hash AND t.revoked_at IS NULL
+      AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute');
+    RETURN QUERY
+    SELECT u.id, u.name, u.is_admin
+    FROM yuxi.api_tokens t JOIN yuxi.users u ON u.id = t.user_id
+    WHERE t.token_hash = p_token_hash AND t.revoked_at IS NULL AND u.deleted_at IS NULL;
+END;
+$$;
+
+-- Deletes a user: soft-deletes the account, revokes its tokens and removes its
+-- scheduled jobs and their occurrences, in one transaction.
+CREATE FUNCTION yuxi.user_delete(p_uid uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE yuxi.users SET deleted_at = now() WHERE id = p_uid AND deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'user % not found', p_uid USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    UPDATE yuxi.api_tokens SET revoked_at = now() WHERE user_id = p_uid AND revoked_at IS NULL;
+    DELETE FROM yuxi.scheduled_agent_jobs WHERE uid = p_uid;  -- occurrences cascade
+END;
+$$;
+
+-- Live users with how many tokens still authenticate them. Never a token or its hash.
+CREATE FUNCTION yuxi.user_list()
+RETURNS TABLE (id uuid, name text, is_admin boolean, active_tokens integer,
+               last_used_at timestamptz, created_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT u.id, u.name, u.is_admin,
+           (SELECT count(*)::integer FROM yuxi.api_tokens t
+            WHERE t.user_id = u.id AND t.revoked_at IS NULL),
+           (SELECT max(t.last_used_at) FROM yuxi.api_tokens t WHERE t.user_id = u.id),
+           u.created_at
+    FROM yuxi.users u
+    WHERE u.deleted_at IS NULL
+    ORDER BY u.name
+$$;

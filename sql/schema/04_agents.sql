@@ -1,0 +1,132 @@
+-- plpgsql rather than SQL: its plan is cached, which before PostgreSQL 18 halves the
+-- cost of every call (it is on the path of every submit and every run).
+CREATE FUNCTION yuxi.agent_visible_to(p_slug text, p_uid uuid) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN EXISTS (
+        SELECT 1
+        FROM yuxi.agents a
+        JOIN yuxi.users u ON u.id = p_uid AND u.deleted_at IS NULL
+        WHERE a.slug = p_slug
+          AND a.deleted_at IS NULL
+          AND (a.share_scope = 'all'
+               OR u.is_admin
+               OR (a.share_scope = 'selected'
+                   AND EXISTS (SELECT 1 FROM yuxi.agent_shares s
+                               WHERE s.agent_slug = a.slug AND s.uid = p_uid)))
+    );
+END;
+$$;
+
+-- Subagents a user can see (the default `subagents` of a chatbot).
+CREATE FUNCTION yuxi.subagents_visible_to(p_uid uuid) RETURNS SETOF text
+LANGUAGE sql STABLE AS $$
+    SELECT a.slug FROM yuxi.agents a
+    WHERE a.is_subagent AND yuxi.agent_visible_to(a.slug, p_uid)
+    ORDER BY a.slug
+$$;
+
+-- Agents a user can see.
+CREATE FUNCTION yuxi.agents_visible(p_uid uuid)
+RETURNS TABLE (slug text, name text, description text, backend_id text, config_json jsonb,
+               share_scope text, is_subagent boolean, updated_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT a.slug, a.name, a.description, a.backend_id, a.config_json, a.share_scope,
+           a.is_subagent, a.updated_at
+    FROM yuxi.agents a
+    WHERE a.deleted_at IS NULL AND yuxi.agent_visible_to(a.slug, p_uid)
+    ORDER BY a.slug
+$$;
+
+-- Creates an agent unless one with this slug exists; true when it was created.
+CREATE FUNCTION yuxi.agent_seed(
+    p_slug text, p_name text, p_backend_id text, p_config jsonb DEFAULT '{"context": {}}',
+    p_description text DEFAULT ''
+) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_created boolean;
+BEGIN
+    INSERT INTO yuxi.agents (slug, name, backend_id, config_json, description)
+    VALUES (p_slug, p_name, p_backend_id, coalesce(p_config, '{"context": {}}'), coalesce(p_description, ''))
+    ON CONFLICT (slug) DO NOTHING
+    RETURNING true INTO v_created;
+    RETURN coalesce(v_created, false);
+END;
+$$;
+
+-- Creates (p_create) or updates an agent, with the users it is shared with when
+-- share_scope is 'selected'. Admin-only at the API; open to operators from psql.
+CREATE FUNCTION yuxi.agent_save(
+    p_create boolean, p_slug text, p_name text, p_description text, p_backend_id text,
+    p_config jsonb, p_share_scope text, p_shared_with uuid[], p_is_subagent boolean,
+    p_max_run_attempts integer
+) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_slug IS NULL OR p_slug !~ '^[a-z0-9][a-z0-9_-]{0,62}$' THEN
+        RAISE EXCEPTION 'an agent id is 1-63 characters of a-z, 0-9, _ and - (starting with a letter or digit)'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF p_name IS NULL OR p_name ~ '^[[:space:]]*$' OR length(p_name) > 200 THEN
+        RAISE EXCEPTION 'an agent name is 1-200 characters' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF p_config IS NULL OR jsonb_typeof(p_config) <> 'object'
+       OR jsonb_typeof(coalesce(p_config -> 'context', '{}')) <> 'object' THEN
+        RAISE EXCEPTION 'config must be an object like {"context": {...}}'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF p_max_run_attempts IS NULL OR p_max_run_attempts NOT BETWEEN 1 AND 10 THEN
+        RAISE EXCEPTION 'max_run_attempts must be between 1 and 10'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF p_create THEN
+        INSERT INTO yuxi.agents (slug, name, description, backend_id, config_json, share_scope,
+                                 is_subagent, max_run_attempts)
+        VALUES (p_slug, p_name, coalesce(p_description, ''), p_backend_id, p_config, p_share_scope,
+                coalesce(p_is_subagent, false), p_max_run_attempts)
+        ON CONFLICT (slug) DO NOTHING;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'agent % already exists', p_slug USING ERRCODE = 'YQ011', HINT = 'agent_exists';
+        END IF;
+    ELSE
+        UPDATE yuxi.agents
+        SET name = p_name, description = coalesce(p_description, ''), backend_id = p_backend_id,
+            config_json = p_config, share_scope = p_share_scope,
+            is_subagent = coalesce(p_is_subagent, false), max_run_attempts = p_max_run_attempts,
+            updated_at = now()
+        WHERE slug = p_slug AND deleted_at IS NULL;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'agent % not found', p_slug USING ERRCODE = 'YN001', HINT = 'not_found';
+        END IF;
+        DELETE FROM yuxi.agent_shares WHERE agent_slug = p_slug;
+    END IF;
+    INSERT INTO yuxi.agent_shares (agent_slug, uid)
+    SELECT p_slug, u.id FROM yuxi.users u
+    WHERE u.id = ANY (coalesce(p_shared_with, '{}')) AND u.deleted_at IS NULL
+    ON CONFLICT DO NOTHING;
+END;
+$$;
+
+-- Every agent, deleted ones included (a deleted slug still cannot be created again).
+-- shared_with lists the live users of a `selected` agent's shares: deleted users no
+-- longer see anything (agent_visible_to), so listing them would mislead.
+CREATE FUNCTION yuxi.agent_list()
+RETURNS TABLE (slug text, name text, description text, backend_id text, config_json jsonb,
+               share_scope text, shared_with uuid[], shared_with_names text[],
+               is_subagent boolean, max_run_attempts integer, created_at timestamptz,
+               updated_at timestamptz, deleted_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT a.slug, a.name, a.description, a.backend_id, a.config_json, a.share_scope,
+           coalesce(s.ids, '{}'), coalesce(s.names, '{}'),
+           a.is_subagent, a.max_run_attempts, a.created_at, a.updated_at, a.deleted_at
+    FROM yuxi.agents a
+    LEFT JOIN LATERAL (
+        SELECT array_agg(u.id ORDER BY u.name, u.id) AS ids,
+               array_agg(u.name ORDER BY u.name, u.id) AS names
+        FROM yuxi.agent_shares sh
+        JOIN yuxi.users u ON u.id = sh.uid AND u.deleted_at IS NULL
+        WHERE sh.agent_slug = a.slug
+    ) s ON true
+    ORDER BY a.slug
+$$;

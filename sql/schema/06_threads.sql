@@ -1,0 +1,233 @@
+-- Locks a live conversation the caller may use. Unknown, deleted and other users'
+-- threads are all "not found" so their existence does not leak.
+CREATE FUNCTION yuxi.thread_lock(p_uid uuid, p_thread_id uuid) RETURNS yuxi.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+BEGIN
+    SELECT * INTO v_conv FROM yuxi.conversations
+    WHERE thread_id = p_thread_id AND status = 'active' AND (p_uid IS NULL OR uid = p_uid)
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'thread % not found', p_thread_id
+            USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    IF NOT yuxi.agent_visible_to(v_conv.agent_slug, v_conv.uid) THEN
+        RAISE EXCEPTION 'agent % of thread % is not available to this user', v_conv.agent_slug, p_thread_id
+            USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN v_conv;
+END;
+$$;
+
+-- Creates a conversation bound to an agent the user can see, in a project the user
+-- owns (or none).
+CREATE FUNCTION yuxi.thread_create(
+    p_uid uuid, p_agent_slug text, p_project_id uuid DEFAULT NULL, p_title text DEFAULT ''
+) RETURNS yuxi.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+BEGIN
+    IF NOT yuxi.agent_visible_to(p_agent_slug, p_uid) THEN
+        RAISE EXCEPTION 'agent % not found', p_agent_slug USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    IF p_project_id IS NOT NULL AND NOT EXISTS (
+           SELECT 1 FROM yuxi.projects WHERE id = p_project_id AND uid = p_uid AND deleted_at IS NULL) THEN
+        RAISE EXCEPTION 'project % not found', p_project_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    INSERT INTO yuxi.conversations (uid, agent_slug, project_id, title)
+    VALUES (p_uid, p_agent_slug, p_project_id, coalesce(p_title, ''))
+    RETURNING * INTO v_conv;
+    RETURN v_conv;
+END;
+$$;
+
+-- loading: a run is pending or running; ready: a run finished since the thread was last
+-- viewed; done: nothing new.
+CREATE OR REPLACE FUNCTION yuxi.thread_status_of(p_last_run_id uuid, p_last_viewed_run_id uuid)
+RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_status text;
+BEGIN
+    IF p_last_run_id IS NULL THEN
+        RETURN 'done';
+    END IF;
+    SELECT status INTO v_status FROM yuxi.agent_runs WHERE run_id = p_last_run_id;
+    IF v_status IN ('pending', 'running', 'cancel_requested') THEN
+        RETURN 'loading';
+    ELSIF v_status IS NOT NULL AND p_last_run_id IS DISTINCT FROM p_last_viewed_run_id THEN
+        RETURN 'ready';
+    END IF;
+    RETURN 'done';
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION yuxi.thread_info_of(c yuxi.conversations) RETURNS yuxi.thread_info
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (c.thread_id, c.agent_slug, c.project_id, c.title,
+            yuxi.thread_status_of(c.last_run_id, c.last_viewed_run_id), c.created_at,
+            c.updated_at)::yuxi.thread_info;
+END;
+$$;
+
+CREATE FUNCTION yuxi.thread_get(p_uid uuid, p_thread_id uuid) RETURNS yuxi.thread_info
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_conv yuxi.conversations;
+BEGIN
+    SELECT * INTO v_conv FROM yuxi.conversations
+    WHERE thread_id = p_thread_id AND uid = p_uid AND status = 'active';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'thread % not found', p_thread_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN yuxi.thread_info_of(v_conv);
+END;
+$$;
+
+CREATE FUNCTION yuxi.thread_list(p_uid uuid) RETURNS SETOF yuxi.thread_info
+LANGUAGE sql STABLE AS $$
+    SELECT (yuxi.thread_info_of(c)).*
+    FROM yuxi.conversations c
+    WHERE c.uid = p_uid AND c.status = 'active'
+    ORDER BY c.updated_at DESC, c.thread_id
+$$;
+
+-- Marks the thread's latest run as seen. Reading history never does this.
+CREATE FUNCTION yuxi.thread_mark_viewed(p_uid uuid, p_thread_id uuid) RETURNS yuxi.thread_info
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+BEGIN
+    -- A run still in progress is not "seen": it becomes ready when it finishes.
+    UPDATE yuxi.conversations c
+    SET last_viewed_run_id = CASE
+            WHEN EXISTS (SELECT 1 FROM yuxi.agent_runs r WHERE r.run_id = c.last_run_id
+                         AND r.status IN ('pending', 'running', 'cancel_requested'))
+            THEN c.last_viewed_run_id ELSE c.last_run_id END
+    WHERE c.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active'
+    RETURNING * INTO v_conv;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'thread % not found', p_thread_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN yuxi.thread_info_of(v_conv);
+END;
+$$;
+
+-- Soft-deletes a thread: its queued requests are cancelled and its active run is asked
+-- to stop, so nothing keeps running for a conversation nobody can see.
+CREATE FUNCTION yuxi.thread_delete(p_uid uuid, p_thread_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+    v_request text;
+BEGIN
+    SELECT * INTO v_conv FROM yuxi.conversations
+    WHERE thread_id = p_thread_id AND uid = p_uid AND status = 'active'
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'thread % not found', p_thread_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    FOR v_request IN
+        SELECT request_id FROM yuxi.agent_run_requests WHERE thread_id = p_thread_id AND status = 'queued'
+    LOOP
+        UPDATE yuxi.agent_run_requests SET status = 'cancelled', updated_at = clock_timestamp()
+        WHERE request_id = v_request;
+        UPDATE yuxi.messages SET delivery_status = 'cancelled'
+        WHERE request_id = v_request AND role = 'user';
+    END LOOP;
+    IF EXISTS (SELECT 1 FROM yuxi.agent_runs WHERE run_id = v_conv.last_run_id
+               AND status IN ('pending', 'running', 'interrupted')) THEN
+        PERFORM yuxi.run_request_cancel(v_conv.last_run_id, p_uid);
+    END IF;
+    UPDATE yuxi.conversations SET status = 'deleted', paused_by_run_id = NULL, updated_at = clock_timestamp()
+    WHERE thread_id = p_thread_id;
+END;
+$$;
+
+-- The queue state of every live thread: what an operator looks at first.
+-- `stalled` (an idle thread holding a backlog without a pause) is only reachable by
+-- hand; thread_continue dispatches it like a paused one.
+CREATE VIEW yuxi.thread_queues AS
+SELECT q.thread_id,
+       q.uid,
+       CASE
+           WHEN q.busy THEN 'running'
+           WHEN q.last_run_status = 'interrupted' THEN 'interrupted'
+           WHEN q.paused_by_run_id IS NOT NULL OR q.queued_count > 0 THEN 'paused'
+           ELSE 'ready'
+       END AS status,
+       CASE
+           WHEN q.busy THEN NULL
+           WHEN q.last_run_status = 'interrupted' THEN 'run_interrupted'
+           WHEN q.paused_by_run_id IS NOT NULL THEN 'run_' || q.paused_by_status
+           WHEN q.queued_count > 0 THEN 'stalled'
+       END AS paused_reason,
+       CASE
+           WHEN q.busy OR q.last_run_status = 'interrupted' THEN q.last_run_id
+           ELSE q.paused_by_run_id
+       END AS blocking_run_id,
+       (NOT q.busy AND q.last_run_status IS DISTINCT FROM 'interrupted'
+        AND (q.paused_by_run_id IS NOT NULL OR q.queued_count > 0)) AS can_continue,
+       q.queued_count,
+       q.last_run_id,
+       q.last_run_status
+FROM (
+    SELECT c.thread_id, c.uid, c.paused_by_run_id, pr.status AS paused_by_status,
+           lr.run_id AS last_run_id, lr.status AS last_run_status,
+           coalesce(lr.status IN ('pending', 'running', 'cancel_requested'), false) AS busy,
+           (SELECT count(*) FROM yuxi.agent_run_requests r
+            WHERE r.thread_id = c.thread_id AND r.status = 'queued') AS queued_count
+    FROM yuxi.conversations c
+    LEFT JOIN yuxi.agent_runs lr ON lr.run_id = c.last_run_id
+    LEFT JOIN yuxi.agent_runs pr ON pr.run_id = c.paused_by_run_id
+    WHERE c.status = 'active'
+) q;
+
+-- Resumes a backlog paused by a failed or cancelled run: dispatches its head.
+CREATE FUNCTION yuxi.thread_continue(p_thread_id uuid, p_uid uuid DEFAULT NULL) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+BEGIN
+    v_conv := yuxi.thread_lock(p_uid, p_thread_id);
+    IF EXISTS (SELECT 1 FROM yuxi.agent_runs WHERE run_id = v_conv.last_run_id
+               AND status IN ('pending', 'running', 'cancel_requested', 'interrupted')) THEN
+        RAISE EXCEPTION 'thread % has run % in progress', p_thread_id, v_conv.last_run_id
+            USING ERRCODE = 'YQ003', HINT = 'run_busy';
+    END IF;
+    -- An idle thread with a backlog and no pause is only reachable by hand (e.g. a raw
+    -- UPDATE that cancelled a run); continuing it is the way out, so it is allowed.
+    IF v_conv.paused_by_run_id IS NULL AND NOT EXISTS (
+           SELECT 1 FROM yuxi.agent_run_requests WHERE thread_id = p_thread_id AND status = 'queued') THEN
+        RAISE EXCEPTION 'thread %''s backlog is not paused', p_thread_id
+            USING ERRCODE = 'YQ009', HINT = 'queue_not_paused';
+    END IF;
+    UPDATE yuxi.conversations SET paused_by_run_id = NULL WHERE thread_id = p_thread_id;
+    RETURN yuxi.thread_dispatch_head(v_conv);
+END;
+$$;
+
+-- thread_queues with the owner's name, the agent and how long the backlog has waited.
+-- Without a thread: the threads that are not `ready` (running, interrupted or paused,
+-- which covers every thread with queued requests). With a thread: its row, whatever
+-- its status; no row for an unknown or deleted thread.
+CREATE FUNCTION yuxi.thread_queue_list(p_thread_id uuid DEFAULT NULL)
+RETURNS TABLE (thread_id uuid, uid uuid, owner text, agent_slug text, status text,
+               paused_reason text, blocking_run_id uuid, can_continue boolean,
+               queued_count bigint, waiting_since timestamptz, last_run_id uuid,
+               last_run_status text)
+LANGUAGE sql STABLE AS $$
+    SELECT q.thread_id, q.uid, u.name, c.agent_slug, q.status, q.paused_reason,
+           q.blocking_run_id, q.can_continue, q.queued_count,
+           (SELECT min(r.created_at) FROM yuxi.agent_run_requests r
+            WHERE r.thread_id = q.thread_id AND r.status = 'queued'),
+           q.last_run_id, q.last_run_status
+    FROM yuxi.thread_queues q
+    JOIN yuxi.conversations c ON c.thread_id = q.thread_id
+    JOIN yuxi.users u ON u.id = q.uid
+    WHERE (p_thread_id IS NULL AND q.status <> 'ready') OR q.thread_id = p_thread_id
+    ORDER BY q.status, c.created_at, q.thread_id
+$$;

@@ -1,0 +1,592 @@
+-- A run for its owner (p_uid) or an operator (NULL); not_found otherwise.
+CREATE FUNCTION yuxi.run_get(p_run_id uuid, p_uid uuid DEFAULT NULL) RETURNS yuxi.agent_runs
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id AND (p_uid IS NULL OR uid = p_uid);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run % not found', p_run_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN v_run;
+END;
+$$;
+
+-- Everything the executor needs about a run, its conversation, agent and project, in
+-- one read. `identity_error` is NULL when the run may execute, else why it may not:
+-- the run needs a live conversation that belongs to the run's user and is bound to the
+-- run's agent (subagent runs: the parent's conversation), and an agent the user can see.
+CREATE FUNCTION yuxi.run_execution_input(p_run_id uuid)
+RETURNS TABLE (
+    run_id             uuid,
+    thread_id          uuid,
+    uid                uuid,
+    request_id         text,
+    run_type           text,
+    created_by_run_id  uuid,
+    agent_slug         text,
+    backend_id         text,
+    agent_config       jsonb,
+    agent_updated_at   timestamptz,
+    project_id         uuid,
+    workdir_path       text,
+    input_text         text,
+    input_payload      jsonb,
+    identity_error     text,
+    visible_subagents  text[]
+)
+LANGUAGE sql STABLE AS $$
+    SELECT r.run_id, r.thread_id, r.uid, r.request_id, r.run_type, r.created_by_run_id,
+           r.agent_slug, a.backend_id, a.config_json, a.updated_at, c.project_id, p.workdir_path,
+           m.content, r.input_payload,
+           CASE
+               WHEN r.thread_id IS NULL OR r.request_id IS NULL OR r.request_id = '' THEN
+                   'the run has no thread or request identity'
+               WHEN c.thread_id IS NULL OR c.status <> 'active' THEN
+                   format('conversation %s no longer exists', r.thread_id)
+               WHEN c.uid <> r.uid THEN
+                   format('conversation %s does not belong to the run''s user', r.thread_id)
+               WHEN r.run_type <> 'subagent' AND c.agent_slug <> r.agent_slug THEN
+                   format('conversation %s is bound to agent %s, not %s', r.thread_id, c.agent_slug, r.agent_slug)
+               WHEN a.slug IS NULL OR NOT yuxi.agent_visible_to(r.agent_slug, r.uid) THEN
+                   format('agent %s is not available to the run''s user', r.agent_slug)
+               WHEN c.project_id IS NOT NULL AND (p.id IS NULL OR p.deleted_at IS NOT NULL) THEN
+                   format('project %s of conversation %s no longer exists', c.project_id, r.thread_id)
+           END,
+           ARRAY(SELECT s FROM yuxi.subagents_visible_to(r.uid) s)
+    FROM yuxi.agent_runs r
+    LEFT JOIN yuxi.conversations c ON c.thread_id = r.thread_id
+    LEFT JOIN yuxi.agents a ON a.slug = r.agent_slug AND a.deleted_at IS NULL
+    LEFT JOIN yuxi.projects p ON p.id = c.project_id
+    LEFT JOIN yuxi.messages m ON m.id = r.input_message_id
+    WHERE r.run_id = p_run_id
+$$;
+
+-- Claims a pending run: a new attempt with a fresh lease token. A duplicate delivery
+-- finds the run no longer pending and gets run_not_claimable; nothing runs twice.
+CREATE FUNCTION yuxi.run_claim(
+    p_run_id uuid, p_worker text, p_lease_seconds double precision, p_now timestamptz DEFAULT NULL
+) RETURNS yuxi.claimed_run
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_token uuid := gen_random_uuid();
+    v_run yuxi.agent_runs;
+    v_status text;
+BEGIN
+    IF p_lease_seconds IS NULL OR p_lease_seconds <= 0 THEN
+        RAISE EXCEPTION 'lease must be positive' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    UPDATE yuxi.agent_runs
+    SET status = 'running', lease_token = v_token, lease_owner = p_worker,
+        lease_expires_at = v_now + make_interval(secs => p_lease_seconds), heartbeat_at = v_now,
+        attempt_count = attempt_count + 1, started_at = coalesce(started_at, v_now), updated_at = v_now
+    WHERE run_id = p_run_id AND status = 'pending'
+    RETURNING * INTO v_run;
+    IF NOT FOUND THEN
+        SELECT status INTO v_status FROM yuxi.agent_runs WHERE run_id = p_run_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'run % not found', p_run_id USING ERRCODE = 'YN001', HINT = 'not_found';
+        END IF;
+        RAISE EXCEPTION 'run % is %, not pending', p_run_id, v_status
+            USING ERRCODE = 'YQ010', HINT = 'run_not_claimable';
+    END IF;
+    INSERT INTO yuxi.agent_run_attempts (run_id, attempt_no, worker, lease_token, started_at)
+    VALUES (p_run_id, v_run.attempt_count, p_worker, v_token, v_now);
+    RETURN ROW(v_run.run_id, v_run.thread_id, v_run.uid, v_run.agent_slug, v_run.request_id,
+               v_run.run_type, v_run.created_by_run_id, v_run.input_message_id, v_run.input_payload,
+               v_token, v_run.lease_expires_at, v_run.attempt_count, v_run.started_at,
+               v_run.manifest_fingerprint)::yuxi.claimed_run;
+END;
+$$;
+
+-- Raises lease_lost unless p_token holds an unexpired lease on the locked run p_run.
+CREATE FUNCTION yuxi.lease_check(p_run yuxi.agent_runs, p_token uuid, p_now timestamptz)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_run.status NOT IN ('running', 'cancel_requested') OR p_run.lease_token IS DISTINCT FROM p_token
+       OR p_run.lease_expires_at <= p_now THEN
+        RAISE EXCEPTION 'lease on run % is lost (run is %)', p_run.run_id, p_run.status
+            USING ERRCODE = 'YL001', HINT = 'lease_lost';
+    END IF;
+END;
+$$;
+
+-- Locks a run for its lease holder, or raises lease_lost.
+CREATE FUNCTION yuxi.run_lock_leased(p_run_id uuid, p_token uuid, p_now timestamptz)
+RETURNS yuxi.agent_runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run % not found', p_run_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    PERFORM yuxi.lease_check(v_run, p_token, p_now);
+    RETURN v_run;
+END;
+$$;
+
+-- Extends the lease. Returns the run's status so the holder learns of a cancel request
+-- on the same round trip.
+CREATE FUNCTION yuxi.run_renew_lease(
+    p_run_id uuid, p_token uuid, p_lease_seconds double precision, p_now timestamptz DEFAULT NULL,
+    OUT status text, OUT lease_expires_at timestamptz
+)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+BEGIN
+    IF p_lease_seconds IS NULL OR p_lease_seconds <= 0 THEN
+        RAISE EXCEPTION 'lease must be positive' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    UPDATE yuxi.agent_runs r
+    SET lease_expires_at = v_now + make_interval(secs => p_lease_seconds), heartbeat_at = v_now,
+        updated_at = v_now
+    WHERE r.run_id = p_run_id AND r.lease_token = p_token AND r.lease_expires_at > v_now
+      AND r.status IN ('running', 'cancel_requested')
+    RETURNING r.status, r.lease_expires_at INTO status, lease_expires_at;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'lease on run % is lost', p_run_id USING ERRCODE = 'YL001', HINT = 'lease_lost';
+    END IF;
+END;
+$$;
+
+-- Write-once: the first fingerprint stays; an equal one is accepted (a retry that
+-- derived the same manifest); a different one raises and changes nothing.
+CREATE FUNCTION yuxi.run_write_manifest(
+    p_run_id uuid, p_token uuid, p_manifest jsonb, p_fingerprint text, p_now timestamptz DEFAULT NULL
+) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    IF p_manifest IS NULL OR p_fingerprint IS NULL OR p_fingerprint !~ '^[0-9a-f]{64}$' THEN
+        RAISE EXCEPTION 'manifest and a sha-256 hex fingerprint are required'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_run := yuxi.run_lock_leased(p_run_id, p_token, coalesce(p_now, clock_timestamp()));
+    IF v_run.manifest_fingerprint IS NULL THEN
+        UPDATE yuxi.agent_runs SET manifest = p_manifest, manifest_fingerprint = p_fingerprint
+        WHERE run_id = p_run_id;
+    ELSIF v_run.manifest_fingerprint <> p_fingerprint THEN
+        RAISE EXCEPTION 'run % already has manifest %; this attempt derived %',
+            p_run_id, v_run.manifest_fingerprint, p_fingerprint
+            USING ERRCODE = 'YM001', HINT = 'manifest_conflict';
+    END IF;
+    RETURN coalesce(v_run.manifest_fingerprint, p_fingerprint);
+END;
+$$;
+
+-- Writes the manifest as yuxi.run_write_manifest does (under the lease, write-once) and
+-- then reads the run's identity again, as it stands now that preparation is over: a
+-- conversation deleted, an agent hidden or its backend changed meanwhile shows here.
+CREATE FUNCTION yuxi.run_commit_manifest(
+    p_run_id uuid, p_token uuid, p_manifest jsonb, p_fingerprint text
+) RETURNS TABLE (fingerprint text, identity_error text, backend_id text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    fingerprint := yuxi.run_write_manifest(p_run_id, p_token, p_manifest, p_fingerprint);
+    SELECT i.identity_error, i.backend_id INTO identity_error, backend_id
+    FROM yuxi.run_execution_input(p_run_id) i;
+    RETURN NEXT;
+END;
+$$;
+
+-- Locks a run's conversation (top-level runs) and then the run, in the global order.
+CREATE FUNCTION yuxi.run_lock(p_run_id uuid, p_uid uuid DEFAULT NULL) RETURNS yuxi.agent_runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id AND (p_uid IS NULL OR uid = p_uid);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run % not found', p_run_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    PERFORM 1 FROM yuxi.conversations WHERE thread_id = v_run.thread_id FOR UPDATE;
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id FOR UPDATE;
+    RETURN v_run;
+END;
+$$;
+
+-- Everything that follows a run reaching a terminal or interrupted status, in the same
+-- transaction: the single `end` event, the input message's delivery status, the run's
+-- children, and the thread's queue (dispatch the next request, or pause the backlog).
+-- p_run is the run as just updated by the caller, which holds the conversation lock
+-- (top-level runs) and the run lock, and reserved the end event's seq by incrementing
+-- last_event_seq in that same update. An interrupted run already wrote its `end` when
+-- it stopped; cancelling it later only releases the thread (p_was_interrupted).
+CREATE FUNCTION yuxi.run_settle(
+    p_run yuxi.agent_runs, p_was_interrupted boolean DEFAULT false, p_notify boolean DEFAULT true
+) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+    v_next uuid;
+BEGIN
+    IF p_was_interrupted THEN
+        UPDATE yuxi.messages SET delivery_status = 'cancelled'
+        WHERE id = p_run.input_message_id AND role = 'user';
+    ELSE
+        INSERT INTO yuxi.run_events (run_id, seq, event, payload)
+        VALUES (p_run.run_id, p_run.last_event_seq, 'end',
+                jsonb_strip_nulls(jsonb_build_object(
+                    'status', p_run.status, 'error_type', p_run.error_type,
+                    'error_message', p_run.error_message, 'output_message_id', p_run.output_message_id)));
+        IF p_notify THEN
+            PERFORM pg_notify('yuxi_run_events', p_run.run_id::text || ' ' || p_run.last_event_seq::text);
+        END IF;
+        UPDATE yuxi.messages
+        SET delivery_status = CASE p_run.status
+                WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' ELSE 'complete' END
+        WHERE id = p_run.input_message_id AND role = 'user';
+    END IF;
+
+    -- Children do not outlive a parent that has ended.
+    IF p_run.status IN ('completed', 'failed', 'cancelled') THEN
+        PERFORM yuxi.run_request_cancel(c.run_id, NULL, p_run.finished_at)
+        FROM yuxi.agent_runs c
+        WHERE c.created_by_run_id = p_run.run_id AND c.run_type = 'subagent'
+          AND c.status IN ('pending', 'running', 'interrupted');
+    END IF;
+
+    IF p_run.run_type = 'subagent' THEN
+        RETURN;
+    END IF;
+    SELECT * INTO v_conv FROM yuxi.conversations WHERE thread_id = p_run.thread_id;
+    IF p_run.status = 'completed' AND v_conv.paused_by_run_id IS NULL THEN
+        v_next := yuxi.thread_dispatch_head(v_conv);  -- also touches updated_at
+        IF v_next IS NOT NULL THEN
+            RETURN;
+        END IF;
+    ELSIF p_run.status IN ('failed', 'cancelled')
+          AND EXISTS (SELECT 1 FROM yuxi.agent_run_requests
+                      WHERE thread_id = p_run.thread_id AND status = 'queued') THEN
+        UPDATE yuxi.conversations SET paused_by_run_id = p_run.run_id, updated_at = clock_timestamp()
+        WHERE thread_id = p_run.thread_id;
+        RETURN;
+    END IF;
+    UPDATE yuxi.conversations SET updated_at = clock_timestamp() WHERE thread_id = p_run.thread_id;
+END;
+$$;
+
+-- Ends a run as its lease holder. p_messages ([{role, content, metadata?}, ...]) are
+-- stored as the run's output; `completed` needs at least one assistant message.
+-- p_notify: as for run_append_events. p_events ([{event, payload}, ...]): the run's last
+-- events, appended before its `end` in the same transaction (one round trip fewer).
+CREATE FUNCTION yuxi.run_finish(
+    p_run_id uuid, p_token uuid, p_status text, p_messages jsonb DEFAULT '[]',
+    p_error_type text DEFAULT NULL, p_error_message text DEFAULT NULL, p_now timestamptz DEFAULT NULL,
+    p_notify boolean DEFAULT true, p_events jsonb DEFAULT '[]'
+) RETURNS yuxi.agent_runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_run yuxi.agent_runs;
+    v_output bigint;
+    v_events integer;
+BEGIN
+    IF jsonb_typeof(coalesce(p_events, '[]')) <> 'array'
+       OR EXISTS (SELECT 1 FROM jsonb_array_elements(coalesce(p_events, '[]')) e
+                  WHERE e ->> 'event' = 'end') THEN
+        RAISE EXCEPTION 'events must be a JSON array without an end event'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_events := jsonb_array_length(coalesce(p_events, '[]'));
+    IF p_status IS NULL OR p_status NOT IN ('completed', 'failed', 'cancelled', 'interrupted') THEN
+        RAISE EXCEPTION 'a run finishes completed, failed, cancelled or interrupted, not %', coalesce(p_status, 'null')
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF jsonb_typeof(coalesce(p_messages, '[]')) <> 'array' THEN
+        RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_run := yuxi.run_lock(p_run_id);
+    PERFORM yuxi.lease_check(v_run, p_token, v_now);
+
+    INSERT INTO yuxi.run_events (run_id, seq, event, payload, created_at)
+    SELECT p_run_id, v_run.last_event_seq + e.ord, e.value ->> 'event', coalesce(e.value -> 'payload', '{}'), v_now
+    FROM jsonb_array_elements(coalesce(p_events, '[]')) WITH ORDINALITY AS e(value, ord);
+
+    WITH stored AS (
+        INSERT INTO yuxi.messages (thread_id, role, content, run_id, request_id, metadata)
+        SELECT v_run.thread_id, m.value ->> 'role', m.value ->> 'content', p_run_id, v_run.request_id,
+               coalesce(m.value -> 'metadata', '{}')
+        FROM jsonb_array_elements(coalesce(p_messages, '[]')) WITH ORDINALITY AS m(value, ord)
+        ORDER BY m.ord
+        RETURNING id, role
+    )
+    SELECT max(id) FILTER (WHERE role = 'assistant') INTO v_output FROM stored;
+
+    UPDATE yuxi.agent_runs
+    SET status = p_status, output_message_id = v_output,
+        error_type = p_error_type, error_message = left(p_error_message, 4000),
+        lease_token = NULL, lease_expires_at = NULL, finished_at = v_now, updated_at = v_now,
+        last_event_seq = last_event_seq + v_events + 1
+    WHERE run_id = p_run_id
+    RETURNING * INTO v_run;
+    UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = p_status
+    WHERE run_id = p_run_id AND lease_token = p_token;
+    PERFORM yuxi.run_settle(v_run, false, p_notify);
+    RETURN v_run;
+END;
+$$;
+
+-- Gives a run back for another attempt (e.g. a worker shutting down). A run whose
+-- cancellation was requested is cancelled instead: there is nothing left to retry.
+CREATE FUNCTION yuxi.run_release(
+    p_run_id uuid, p_token uuid, p_reason text DEFAULT NULL, p_now timestamptz DEFAULT NULL
+) RETURNS yuxi.agent_runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_run yuxi.agent_runs;
+BEGIN
+    v_run := yuxi.run_lock(p_run_id);
+    PERFORM yuxi.lease_check(v_run, p_token, v_now);
+    IF v_run.status = 'cancel_requested' THEN
+        RETURN yuxi.run_finish(p_run_id, p_token, 'cancelled', '[]', NULL, NULL, v_now, true, '[]');
+    END IF;
+    UPDATE yuxi.agent_runs
+    SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now,
+        delivery_job_id = yuxi.run_delivery_job(p_run_id)
+    WHERE run_id = p_run_id
+    RETURNING * INTO v_run;
+    UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = 'released', detail = p_reason
+    WHERE run_id = p_run_id AND lease_token = p_token;
+    RETURN v_run;
+END;
+$$;
+
+-- Asks a run to stop, and its child runs with it. A pending run (no worker holds it)
+-- or an interrupted one is cancelled at once; a running one becomes
+-- cancel_requested and its worker is woken; it ends `cancelled` only from there.
+-- Already ending or ended runs are left as they are. Returns the run's status.
+CREATE FUNCTION yuxi.run_request_cancel(
+    p_run_id uuid, p_uid uuid DEFAULT NULL, p_now timestamptz DEFAULT NULL
+) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_run yuxi.agent_runs;
+    v_after yuxi.agent_runs;
+    v_child uuid;
+BEGIN
+    v_run := yuxi.run_lock(p_run_id, p_uid);
+    -- An interrupted run that was already resumed no longer holds the thread: its
+    -- resume run carries on and is what a caller wants to cancel.
+    IF v_run.status = 'pending'
+       OR (v_run.status = 'interrupted' AND NOT EXISTS (
+               SELECT 1 FROM yuxi.agent_runs WHERE created_by_run_id = p_run_id AND run_type = 'resume'))
+    THEN
+        UPDATE yuxi.agent_runs
+        SET status = 'cancelled', cancel_requested_at = v_now, finished_at = v_now, updated_at = v_now,
+            last_event_seq = last_event_seq + CASE WHEN status = 'interrupted' THEN 0 ELSE 1 END
+        WHERE run_id = p_run_id
+        RETURNING * INTO v_after;
+        -- the waiting delivery has nothing left to deliver
+        UPDATE public.procrastinate_jobs SET status = 'cancelled'
+        WHERE id = v_run.delivery_job_id AND status = 'todo';
+        PERFORM yuxi.run_settle(v_after, v_run.status = 'interrupted');
+    ELSIF v_run.status = 'running' THEN
+        UPDATE yuxi.agent_runs
+        SET status = 'cancel_requested', cancel_requested_at = v_now, updated_at = v_now
+        WHERE run_id = p_run_id;
+        PERFORM pg_notify('yuxi_run_cancel', p_run_id::text);
+    END IF;
+    FOR v_child IN
+        SELECT run_id FROM yuxi.agent_runs
+        WHERE created_by_run_id = p_run_id AND run_type = 'subagent'
+          AND status IN ('pending', 'running', 'interrupted')
+    LOOP
+        PERFORM yuxi.run_request_cancel(v_child, NULL, v_now);
+    END LOOP;
+    RETURN (SELECT status FROM yuxi.agent_runs WHERE run_id = p_run_id);
+END;
+$$;
+
+-- Resumes the latest top-level run of a thread, which must be interrupted, as a new
+-- `resume` run inheriting its model and approval mode. Idempotent: resuming the same
+-- run again returns the resume run already created.
+CREATE FUNCTION yuxi.run_resume(
+    p_run_id uuid, p_resume jsonb, p_uid uuid DEFAULT NULL, p_request_id text DEFAULT NULL
+) RETURNS yuxi.request_info
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+    v_conv yuxi.conversations;
+    v_existing yuxi.agent_runs;
+    v_new_run uuid := gen_random_uuid();
+BEGIN
+    IF p_request_id IS NOT NULL AND p_request_id !~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$' THEN
+        RAISE EXCEPTION 'request_id must be 1-128 characters of letters, digits and . _ : - (starting with a letter or digit)'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id AND (p_uid IS NULL OR uid = p_uid);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run % not found', p_run_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    v_conv := yuxi.thread_lock(p_uid, v_run.thread_id);
+    SELECT * INTO v_run FROM yuxi.agent_runs WHERE run_id = p_run_id FOR UPDATE;
+
+    SELECT * INTO v_existing FROM yuxi.agent_runs WHERE created_by_run_id = p_run_id AND run_type = 'resume';
+    IF FOUND THEN
+        IF p_request_id IS NULL OR p_request_id = v_existing.request_id THEN
+            RETURN yuxi.request_view(v_existing.request_id);
+        END IF;
+        RAISE EXCEPTION 'run % was already resumed by request %', p_run_id, v_existing.request_id
+            USING ERRCODE = 'YQ004', HINT = 'resume_superseded';
+    END IF;
+    IF p_request_id IS NOT NULL
+       AND EXISTS (SELECT 1 FROM yuxi.agent_run_requests WHERE request_id = p_request_id) THEN
+        RAISE EXCEPTION 'request_id % is already used for another request', p_request_id
+            USING ERRCODE = 'YQ001', HINT = 'request_id_conflict';
+    END IF;
+    IF v_run.run_type = 'subagent' OR v_conv.last_run_id IS DISTINCT FROM p_run_id THEN
+        RAISE EXCEPTION 'run % is not the latest run of thread %', p_run_id, v_run.thread_id
+            USING ERRCODE = 'YQ004', HINT = 'resume_superseded';
+    END IF;
+    IF v_run.status <> 'interrupted' THEN
+        RAISE EXCEPTION 'run % is %, not interrupted', p_run_id, v_run.status
+            USING ERRCODE = 'YQ005', HINT = 'run_not_interrupted';
+    END IF;
+
+    p_request_id := coalesce(p_request_id, gen_random_uuid()::text);
+    INSERT INTO yuxi.agent_run_requests (request_id, uid, thread_id, source, queue_policy, status,
+                                         dispatched_run_id, input_payload)
+    VALUES (p_request_id, v_run.uid, v_run.thread_id, 'resume', 'enqueue', 'dispatched', v_new_run,
+            (v_run.input_payload - 'resume') || jsonb_build_object('resume', coalesce(p_resume, 'null')));
+    INSERT INTO yuxi.agent_runs (run_id, thread_id, uid, agent_slug, request_id, run_type,
+                                 created_by_run_id, input_payload, delivery_job_id)
+    VALUES (v_new_run, v_run.thread_id, v_run.uid, v_run.agent_slug, p_request_id, 'resume', p_run_id,
+            (v_run.input_payload - 'resume') || jsonb_build_object('resume', coalesce(p_resume, 'null')),
+            yuxi.run_delivery_job(v_new_run, true));
+    UPDATE yuxi.conversations SET last_run_id = v_new_run, updated_at = clock_timestamp()
+    WHERE thread_id = v_run.thread_id;
+    RETURN yuxi.request_view(p_request_id);
+END;
+$$;
+
+-- Creates a child run executed on behalf of a running parent (the task tool). The
+-- child's model: the child agent's config, then the parent run's model, then default.
+CREATE FUNCTION yuxi.run_create_subagent(
+    p_parent_run_id uuid, p_token uuid, p_agent_slug text, p_input jsonb DEFAULT '{}',
+    p_now timestamptz DEFAULT NULL
+) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_parent yuxi.agent_runs;
+    v_agent yuxi.agents;
+    v_run_id uuid := gen_random_uuid();
+BEGIN
+    v_parent := yuxi.run_lock_leased(p_parent_run_id, p_token, coalesce(p_now, clock_timestamp()));
+    IF v_parent.status <> 'running' THEN
+        RAISE EXCEPTION 'run % is %; it cannot start subagents', p_parent_run_id, v_parent.status
+            USING ERRCODE = 'YT001', HINT = 'illegal_transition';
+    END IF;
+    SELECT * INTO v_agent FROM yuxi.agents WHERE slug = p_agent_slug AND is_subagent;
+    IF NOT FOUND OR NOT yuxi.agent_visible_to(p_agent_slug, v_parent.uid) THEN
+        RAISE EXCEPTION 'subagent % not found', p_agent_slug USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    INSERT INTO yuxi.agent_runs (run_id, thread_id, uid, agent_slug, request_id, run_type,
+                                 created_by_run_id, delivery_job_id, input_payload)
+    VALUES (v_run_id, v_parent.thread_id, v_parent.uid, p_agent_slug, v_parent.request_id, 'subagent',
+            p_parent_run_id, yuxi.run_delivery_job(v_run_id, true),
+            coalesce(p_input, '{}') || jsonb_build_object(
+                'model_spec', coalesce(nullif(v_agent.config_json #>> '{context,model}', ''),
+                                       v_parent.input_payload ->> 'model_spec',
+                                       (SELECT value FROM yuxi.system_settings WHERE key = 'default_model')),
+                'tool_approval_mode', coalesce(v_parent.input_payload ->> 'tool_approval_mode', 'auto')));
+    RETURN v_run_id;
+END;
+$$;
+
+CREATE VIEW yuxi.expired_run_leases AS
+SELECT r.run_id, r.thread_id, r.status, r.lease_owner, r.lease_expires_at, r.attempt_count
+FROM yuxi.agent_runs r
+WHERE r.status IN ('running', 'cancel_requested') AND r.lease_expires_at <= clock_timestamp();
+
+-- Ends runs whose worker stopped renewing. Safe to run from many processes at once:
+-- each run is taken under SKIP LOCKED and re-checked, so it is handled exactly once.
+-- A run with attempts left (agents.max_run_attempts) is released to continue from its
+-- checkpoint; a cancel_requested run ends cancelled; the rest fail with
+-- worker_lease_expired and pause their thread's backlog.
+CREATE FUNCTION yuxi.run_reconcile_expired(p_now timestamptz DEFAULT NULL, p_limit integer DEFAULT 100)
+RETURNS TABLE (run_id uuid, status text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_candidate record;
+    v_run yuxi.agent_runs;
+    v_max integer;
+BEGIN
+    FOR v_candidate IN
+        SELECT r.run_id, r.thread_id FROM yuxi.agent_runs r
+        WHERE r.status IN ('running', 'cancel_requested') AND r.lease_expires_at <= v_now
+        ORDER BY r.lease_expires_at
+        LIMIT p_limit
+    LOOP
+        PERFORM 1 FROM yuxi.conversations c WHERE c.thread_id = v_candidate.thread_id
+        FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        SELECT * INTO v_run FROM yuxi.agent_runs r
+        WHERE r.run_id = v_candidate.run_id AND r.status IN ('running', 'cancel_requested')
+          AND r.lease_expires_at <= v_now
+        FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+
+        UPDATE yuxi.agent_run_attempts a
+        SET ended_at = v_now, outcome = 'lease_expired',
+            detail = format('the worker %s stopped renewing its lease (expired %s)',
+                            v_run.lease_owner, v_run.lease_expires_at)
+        WHERE a.run_id = v_run.run_id AND a.lease_token = v_run.lease_token;
+        SELECT a.max_run_attempts INTO v_max FROM yuxi.agents a WHERE a.slug = v_run.agent_slug;
+        IF v_run.status = 'cancel_requested' THEN
+            UPDATE yuxi.agent_runs r
+            SET status = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
+                error_type = 'worker_lease_expired',
+                error_message = format('cancelled: the worker %s stopped renewing its lease',
+                                       v_run.lease_owner),
+                finished_at = v_now, updated_at = v_now, last_event_seq = r.last_event_seq + 1
+            WHERE r.run_id = v_run.run_id
+            RETURNING * INTO v_run;
+            PERFORM yuxi.run_settle(v_run);
+        ELSIF v_run.attempt_count < coalesce(v_max, 1) THEN
+            UPDATE yuxi.agent_runs r
+            SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now,
+                delivery_job_id = yuxi.run_delivery_job(v_run.run_id)
+            WHERE r.run_id = v_run.run_id
+            RETURNING * INTO v_run;
+        ELSE
+            UPDATE yuxi.agent_runs r
+            SET status = 'failed', lease_token = NULL, lease_expires_at = NULL,
+                error_type = 'worker_lease_expired',
+                error_message = format('the worker %s stopped renewing its lease (expired %s)',
+                                       v_run.lease_owner, v_run.lease_expires_at),
+                finished_at = v_now, updated_at = v_now, last_event_seq = r.last_event_seq + 1
+            WHERE r.run_id = v_run.run_id
+            RETURNING * INTO v_run;
+            PERFORM yuxi.run_settle(v_run);
+        END IF;
+        run_id := v_run.run_id;
+        status := v_run.status;
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+
+-- A run's outcome: its status, the text of its final assistant message, its error.
+CREATE FUNCTION yuxi.run_result(p_run_id uuid, p_uid uuid DEFAULT NULL)
+RETURNS TABLE (status text, output text, final_message_id bigint, error_type text, error_message text)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    v_run := yuxi.run_get(p_run_id, p_uid);
+    RETURN QUERY
+    SELECT v_run.status, m.content, v_run.output_message_id, v_run.error_type, v_run.error_message
+    FROM (SELECT 1) one
+    LEFT JOIN yuxi.messages m ON m.id = v_run.output_message_id;
+END;
+$$;

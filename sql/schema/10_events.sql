@@ -1,0 +1,91 @@
+-- Appends events ([{event, payload}, ...]) with gap-free seqs; returns the last seq.
+-- `end` is written only when the run finishes, so there is exactly one.
+-- p_notify => false: the caller sends the yuxi_run_events NOTIFY itself right after
+-- commit. PostgreSQL serialises the commits of all transactions that NOTIFY, disk flush
+-- included, so the hot paths of a worker notify from a transaction of their own.
+CREATE FUNCTION yuxi.run_append_events(
+    p_run_id uuid, p_token uuid, p_events jsonb, p_now timestamptz DEFAULT NULL,
+    p_notify boolean DEFAULT true
+) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_count integer;
+    v_last bigint;
+BEGIN
+    IF jsonb_typeof(p_events) IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION 'events must be a JSON array' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_count := jsonb_array_length(p_events);
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(p_events) e WHERE e ->> 'event' = 'end') THEN
+        RAISE EXCEPTION 'the end event is written by run_finish' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    -- The row lock taken by this UPDATE serialises appenders of one run.
+    UPDATE yuxi.agent_runs
+    SET last_event_seq = last_event_seq + v_count
+    WHERE run_id = p_run_id AND lease_token = p_token AND lease_expires_at > v_now
+      AND status IN ('running', 'cancel_requested')
+    RETURNING last_event_seq INTO v_last;
+    IF NOT FOUND THEN
+        PERFORM yuxi.run_lock_leased(p_run_id, p_token, v_now);  -- raises the precise error
+    END IF;
+    IF v_count = 0 THEN
+        RETURN v_last;
+    END IF;
+    INSERT INTO yuxi.run_events (run_id, seq, event, payload, created_at)
+    SELECT p_run_id, v_last - v_count + e.ord, e.value ->> 'event', coalesce(e.value -> 'payload', '{}'), v_now
+    FROM jsonb_array_elements(p_events) WITH ORDINALITY AS e(value, ord);
+    IF p_notify THEN
+        PERFORM pg_notify('yuxi_run_events', p_run_id::text || ' ' || v_last::text);
+    END IF;
+    RETURN v_last;
+END;
+$$;
+
+-- Events of a run after a seq, for SSE replay.
+CREATE FUNCTION yuxi.run_events_after(p_run_id uuid, p_after bigint, p_limit integer DEFAULT 1000)
+RETURNS TABLE (seq bigint, event text, payload jsonb, created_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT e.seq, e.event, e.payload, e.created_at FROM yuxi.run_events e
+    WHERE e.run_id = p_run_id AND e.seq > p_after
+    ORDER BY e.seq
+    LIMIT p_limit
+$$;
+
+-- The run's stored `end` event (none while the run is not over).
+CREATE FUNCTION yuxi.run_end_event(p_run_id uuid)
+RETURNS TABLE (seq bigint, event text, payload jsonb, created_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT e.seq, e.event, e.payload, e.created_at FROM yuxi.run_events e
+    WHERE e.run_id = p_run_id AND e.event = 'end'
+$$;
+
+CREATE FUNCTION yuxi.notify_request_followers() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- identical notifications of one transaction are delivered once
+    PERFORM pg_notify('yuxi_request_events', NEW.thread_id::text);
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER agent_run_requests_cancelled_while_queued
+    AFTER UPDATE OF status ON yuxi.agent_run_requests
+    FOR EACH ROW WHEN (OLD.status = 'queued' AND NEW.status = 'cancelled')
+    EXECUTE FUNCTION yuxi.notify_request_followers();
+
+CREATE TRIGGER agent_run_requests_steered
+    AFTER INSERT OR UPDATE OF queue_policy ON yuxi.agent_run_requests
+    FOR EACH ROW WHEN (NEW.queue_policy = 'steer' AND NEW.status = 'queued')
+    EXECUTE FUNCTION yuxi.notify_request_followers();
+
+CREATE TRIGGER conversations_unpaused
+    AFTER UPDATE OF paused_by_run_id ON yuxi.conversations
+    FOR EACH ROW WHEN (OLD.paused_by_run_id IS NOT NULL AND NEW.paused_by_run_id IS NULL
+                       AND NEW.status = 'active')
+    EXECUTE FUNCTION yuxi.notify_request_followers();
+
+CREATE TRIGGER agent_runs_resume_created
+    AFTER INSERT ON yuxi.agent_runs
+    FOR EACH ROW WHEN (NEW.run_type = 'resume')
+    EXECUTE FUNCTION yuxi.notify_request_followers();

@@ -1,0 +1,85 @@
+-- Every run of a thread, lightest form, in creation order (history's `runs`).
+CREATE FUNCTION yuxi.thread_runs(p_uid uuid, p_thread_id uuid)
+RETURNS TABLE (run_id uuid, request_id text, run_type text, created_by_run_id uuid, status text,
+               created_at timestamptz, started_at timestamptz, finished_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT r.run_id, r.request_id, r.run_type, r.created_by_run_id, r.status,
+           r.created_at, r.started_at, r.finished_at
+    FROM yuxi.agent_runs r
+    JOIN yuxi.conversations c ON c.thread_id = r.thread_id
+    WHERE r.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active'
+    ORDER BY r.created_at, r.run_id
+$$;
+
+-- Every message of a thread in order (history's `history`); linked to runs by run_id.
+CREATE FUNCTION yuxi.thread_messages(p_uid uuid, p_thread_id uuid)
+RETURNS TABLE (id bigint, role text, content text, run_id uuid, request_id text,
+               delivery_status text, metadata jsonb, created_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT m.id, m.role, m.content, m.run_id, m.request_id, m.delivery_status, m.metadata, m.created_at
+    FROM yuxi.messages m
+    JOIN yuxi.conversations c ON c.thread_id = m.thread_id
+    WHERE m.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active'
+    ORDER BY m.id
+$$;
+
+-- The thread as the API shows it (Thread).
+CREATE FUNCTION yuxi.thread_json(t yuxi.thread_info) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT '{"id":"' || t.id
+        || '","agent_id":' || yuxi.json_text(t.agent_id)
+        || ',"project_id":' || yuxi.json_text(t.project_id::text)
+        || ',"title":' || yuxi.json_text(t.title)
+        || ',"thread_status":' || yuxi.json_text(t.thread_status)
+        || ',"created_at":' || yuxi.json_time(t.created_at)
+        || ',"updated_at":' || yuxi.json_time(t.updated_at)
+        || '}'
+$$;
+
+-- The entries of a thread's runs (by creation time, then id) and of its messages (by
+-- id), in chunks of 256 comma-separated entries (the last one fewer), in chunk order. The API streams
+-- them between the thread and the closing brackets, so the response leaves while
+-- PostgreSQL is still producing it; chunks, not one value per list, because sending one
+-- multi-megabyte value costs PostgreSQL about twice the CPU. Nothing for a thread the
+-- user cannot see (the API calls yuxi.thread_get first, in the same snapshot).
+CREATE FUNCTION yuxi.thread_history_runs(p_uid uuid, p_thread_id uuid)
+RETURNS TABLE (chunk bigint, entries text)
+LANGUAGE sql STABLE AS $$
+    SELECT r.chunk, string_agg(r.history_entry, ',' ORDER BY r.created_at, r.run_id)
+    FROM (SELECT history_entry, created_at, run_id,
+                 (row_number() OVER (ORDER BY created_at, run_id) - 1) / 256 AS chunk
+          FROM yuxi.agent_runs
+          WHERE thread_id = p_thread_id
+            AND EXISTS (SELECT 1 FROM yuxi.conversations c
+                        WHERE c.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active')) r
+    GROUP BY r.chunk
+    ORDER BY r.chunk
+$$;
+
+CREATE FUNCTION yuxi.thread_history_messages(p_uid uuid, p_thread_id uuid)
+RETURNS TABLE (chunk bigint, entries text)
+LANGUAGE sql STABLE AS $$
+    SELECT m.chunk, string_agg(m.history_entry, ',' ORDER BY m.id)
+    FROM (SELECT history_entry, id, (row_number() OVER (ORDER BY id) - 1) / 256 AS chunk
+          FROM yuxi.messages
+          WHERE thread_id = p_thread_id
+            AND EXISTS (SELECT 1 FROM yuxi.conversations c
+                        WHERE c.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active')) m
+    GROUP BY m.chunk
+    ORDER BY m.chunk
+$$;
+
+-- The whole history response, {thread, runs, history}, as one JSON text: the body
+-- GET /api/chat/thread/{id}/history sends, byte for byte. For psql. Raises not_found
+-- (YN001) like thread_get.
+CREATE FUNCTION yuxi.thread_history_json(p_uid uuid, p_thread_id uuid) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT '{"thread":' || yuxi.thread_json(yuxi.thread_get(p_uid, p_thread_id))
+        || ',"runs":['
+        || coalesce((SELECT string_agg(entries, ',' ORDER BY chunk)
+                     FROM yuxi.thread_history_runs(p_uid, p_thread_id)), '')
+        || '],"history":['
+        || coalesce((SELECT string_agg(entries, ',' ORDER BY chunk)
+                     FROM yuxi.thread_history_messages(p_uid, p_thread_id)), '')
+        || ']}'
+$$;
