@@ -31,8 +31,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from tests.conftest import database_url
 from tests.integration.worker_harness import running_worker
-from yuxi.accounts import create_user
 from yuxi.api.server import serve_api
+from yuxi.queue.users import user_create
 from yuxi.settings import Settings
 
 FINAL = frozenset({"completed", "failed", "cancelled", "interrupted"})
@@ -319,7 +319,7 @@ async def _seed(pool: AsyncConnectionPool) -> tuple[dict[str, str], dict[str, UU
     uids: dict[str, UUID] = {}
     async with pool.connection() as conn:
         for name, is_admin in (("alice", False), ("bob", False), ("admin", True)):
-            uids[name], tokens[name] = await create_user(conn, name, is_admin=is_admin)
+            uids[name], tokens[name] = await user_create(conn, name, is_admin=is_admin)
         await conn.execute(
             "SELECT yuxi.agent_seed('chatbot', 'Chatbot', 'chatbot',"
             ' \'{"context": {"model": "builtin:scripted"}}\')'

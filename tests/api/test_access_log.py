@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.api.conftest import Api, error_of
-from yuxi.accounts import new_token
+from yuxi.queue.users import new_token
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

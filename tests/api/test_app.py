@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import Api, error_of
-from yuxi.accounts import new_token, token_hash
+from yuxi.queue.users import new_token, token_hash
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -19,7 +19,8 @@ from uuid import UUID
 import pytest
 
 from tests.api.conftest import Api, Sse, collect_sse, parse_sse, read_sse
-from yuxi.queue import reads
+from yuxi.api.routes import runs as run_routes
+from yuxi.queue.events import run_events_after
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -38,7 +39,7 @@ class Gate:
 
 @pytest.fixture
 def gate_events_after(monkeypatch: pytest.MonkeyPatch) -> Any:
-    original = reads.events_after
+    original = run_events_after
 
     def arm(run_id: str) -> Gate:
         gate = Gate(UUID(run_id))
@@ -50,7 +51,7 @@ def gate_events_after(monkeypatch: pytest.MonkeyPatch) -> Any:
                 await gate.release.wait()
             return rows
 
-        monkeypatch.setattr(reads, "events_after", events_after)
+        monkeypatch.setattr(run_routes, "run_events_after", events_after)
         return gate
 
     return arm

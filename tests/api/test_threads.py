@@ -14,8 +14,7 @@ from psycopg.types.json import Jsonb
 
 from tests.api.conftest import Api, error_of, read_sse
 from yuxi.api.dto import History, HistoryMessage, HistoryRun, RunTiming
-from yuxi.api.routes.threads import thread_view
-from yuxi.queue import reads
+from yuxi.queue.threads import thread_get, thread_runs
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -195,8 +194,8 @@ async def test_history_json_is_what_msgspec_would_encode_from_the_rows(api: Api)
 
     uid = api.uids["alice"]
     async with api.pool.connection() as conn:
-        info = await reads.get_thread(conn, uid, uuid.UUID(thread))
-        runs = await reads.thread_runs(conn, uid, uuid.UUID(thread))
+        info = await thread_get(conn, uid, uuid.UUID(thread))
+        runs = await thread_runs(conn, uid, uuid.UUID(thread))
         cur = await conn.execute(
             "SELECT id, role, content, run_id, request_id, delivery_status, metadata, created_at"
             " FROM yuxi.thread_messages(%s, %s)",
@@ -204,7 +203,7 @@ async def test_history_json_is_what_msgspec_would_encode_from_the_rows(api: Api)
         )
         messages = await cur.fetchall()
     expected = History(
-        thread=thread_view(info),
+        thread=info,
         runs=[
             HistoryRun(
                 run_id=r.run_id,

@@ -1,4 +1,4 @@
-"""API overhead: submits per second over HTTP against ``submit_request`` called directly.
+"""API overhead: submits per second over HTTP against ``request_submit`` called directly.
 
 Both sides submit one message to an idle conversation of its own (pre-created, each used
 once), so every submit dispatches a run and defers its delivery job; no worker runs.
@@ -6,9 +6,9 @@ once), so every submit dispatches a run and defers its delivery job; no worker r
 - ``http``: the API as a process of its own (``uv run yuxi api`` on a free port, default
   pool of 10 connections); --concurrency client tasks in this process, each with an
   httpx client and keep-alive connection of its own, send ``POST /api/agent/runs``
-  back to back (bearer token; the API authenticates, then calls ``submit_request``) and
+  back to back (bearer token; the API authenticates, then calls ``request_submit``) and
   check each answer is 202 with a dispatched run.
-- ``direct``: --concurrency connections in this process, each calling ``submit_request``
+- ``direct``: --concurrency connections in this process, each calling ``request_submit``
   back to back.
 
 Measured side by side on one database, alternating for --rounds (ABBA), --seconds each.
@@ -51,7 +51,7 @@ from tests.bench.harness import (
     settle,
     verdict,
 )
-from yuxi.queue.requests import submit_request
+from yuxi.queue.requests import request_submit
 
 QUERY = "hello"
 
@@ -135,7 +135,7 @@ async def http_submit(client: httpx.AsyncClient, thread: UUID) -> None:
 
 
 async def direct_submit(conn: AsyncConnection[Any], uid: UUID, thread: UUID) -> None:
-    info = await submit_request(conn, uid=uid, thread_id=thread, query=QUERY)
+    info = await request_submit(conn, uid=uid, thread_id=thread, query=QUERY)
     if info.status != "dispatched" or info.run_id is None:
         raise RuntimeError(f"the submit did not dispatch: {info}")
 
@@ -353,7 +353,7 @@ def check(url: str, submitted: int) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     return run_benchmark(
-        "api", "api_overhead (POST /api/agent/runs vs submit_request)", parse_args(argv), measure
+        "api", "api_overhead (POST /api/agent/runs vs request_submit)", parse_args(argv), measure
     )
 
 

@@ -27,7 +27,7 @@ import httpx
 import psycopg
 
 from tests.bench.harness import _proc_stat, seed_owner
-from yuxi.accounts import new_token, token_hash
+from yuxi.queue.users import new_token, token_hash
 
 HEALTH = "/api/system/health"
 

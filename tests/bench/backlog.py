@@ -8,7 +8,7 @@ measurement still has a next request to dispatch but never more than --passes qu
 
 Measurement: --passes passes over each set, alternating deep and shallow (ABBA). In a
 pass every thread's active run is looked up (``conversations.last_run_id``), claimed
-(``claim_run``) and completed (``finish_run``, which dispatches the next queue head in
+(``run_claim``) and completed (``run_finish``, which dispatches the next queue head in
 the same transaction) once, by --concurrency workers on their own connections.
 
 Checks: FIFO on every measured thread (the dispatched requests are exactly the oldest by
@@ -47,9 +47,8 @@ from tests.bench.harness import (
     settle,
     verdict,
 )
-from yuxi.queue.models import OutputMessage
-from yuxi.queue.requests import submit_request
-from yuxi.queue.runs import claim_run, finish_run
+from yuxi.queue.requests import request_submit
+from yuxi.queue.runs import OutputMessage, run_claim, run_finish
 
 TARGET_RATIO = 0.8
 LEASE_SECONDS = 600.0
@@ -139,8 +138,8 @@ def dispatcher(threads: list[UUID], concurrency: int) -> Worker:
             cur = await conn.execute(ACTIVE_RUN, (thread,))
             row = await cur.fetchone()
             assert row is not None and row[0] is not None, f"thread {thread} has no run"
-            claimed = await claim_run(conn, row[0], worker=f"w{index}", lease_seconds=LEASE_SECONDS)
-            await finish_run(
+            claimed = await run_claim(conn, row[0], worker=f"w{index}", lease_seconds=LEASE_SECONDS)
+            await run_finish(
                 conn, claimed.run_id, claimed.lease_token, status="completed", messages=REPLY
             )
             done += 1
@@ -195,7 +194,7 @@ async def submit_latency(
             for name, threads in (("deep", deep), ("shallow", shallow)):
                 thread = threads[index % len(threads)]
                 started = time.perf_counter()
-                info = await submit_request(conn, uid=uid, thread_id=thread, query="one more")
+                info = await request_submit(conn, uid=uid, thread_id=thread, query="one more")
                 spent[name].append(time.perf_counter() - started)
                 assert info.status == "queued", info
     finally:

@@ -18,7 +18,7 @@ blocks of --block alternating between variants (ABBA), after --warmup untimed re
   (the JSON is parsed once, untimed, to check it); the target is checked on this one;
 - ``httpx``: the same GET through one keep-alive httpx connection, whose own work
   (h11 parsing a 6 MB body in Python) is part of its time;
-- ``reads``: the read the endpoint makes (``yuxi.queue.reads.thread_history``: in one
+- ``reads``: the read the endpoint makes (``yuxi.queue.thread_history``: in one
   snapshot, the thread, then the runs' and messages' stored ``history_entry`` joined in
   chunks of 256 by ``yuxi.thread_history_runs``/``thread_history_messages``, streamed
   and not parsed), in this process on one
@@ -89,7 +89,7 @@ from tests.bench.harness import (
 )
 from yuxi.api.auth import User
 from yuxi.api.routes.threads import ThreadsController
-from yuxi.queue import reads
+from yuxi.queue.threads import thread_history
 
 TARGET_P50_MS = 50.0
 
@@ -467,7 +467,7 @@ async def measure_reads(
         sizes.append(len(body))
 
     async def reads_read() -> None:
-        async for _ in reads.thread_history(pool, uid, thread):
+        async for _ in thread_history(pool, uid, thread):
             pass
 
     async def sql_read() -> None:

@@ -2,8 +2,8 @@
 
 Every item is three transactions on the worker's own autocommit connection:
 
-- yuxi: ``submit_request`` (the thread is idle, so the run is dispatched and its delivery
-  job inserted in the same transaction), ``claim_run``, ``finish_run`` (status
+- yuxi: ``request_submit`` (the thread is idle, so the run is dispatched and its delivery
+  job inserted in the same transaction), ``run_claim``, ``run_finish`` (status
   ``completed`` with one assistant message; writes the ``end`` event and, as the worker
   does, notifies listeners from a transaction of its own after commit). No graph runs and
   no procrastinate worker fetches the delivery jobs.
@@ -69,9 +69,8 @@ from tests.bench.harness import (
     verdict,
 )
 from yuxi.queue.errors import RunNotClaimable
-from yuxi.queue.models import OutputMessage
-from yuxi.queue.requests import submit_request
-from yuxi.queue.runs import claim_run, finish_run
+from yuxi.queue.requests import request_submit
+from yuxi.queue.runs import OutputMessage, run_claim, run_finish
 
 TARGET_RATIO = 1 / 3
 LEASE_SECONDS = 600.0
@@ -190,13 +189,13 @@ class YuxiWorkers:
         while time.perf_counter() < deadline:
             thread = own[self.used[index] % len(own)]
             self.used[index] += 1
-            info = await submit_request(conn, uid=self.uid, thread_id=thread, query="hello")
+            info = await request_submit(conn, uid=self.uid, thread_id=thread, query="hello")
             if info.run_id is None:
                 raise RuntimeError(f"thread {thread} was not idle: {info}")
-            claimed = await claim_run(
+            claimed = await run_claim(
                 conn, info.run_id, worker=f"w{index}", lease_seconds=LEASE_SECONDS
             )
-            await finish_run(
+            await run_finish(
                 conn,
                 claimed.run_id,
                 claimed.lease_token,
@@ -223,7 +222,7 @@ class SharedWorkers:
         thread = self.threads[index % len(self.threads)]
         done = 0
         while time.perf_counter() < deadline:
-            info = await submit_request(conn, uid=self.uid, thread_id=thread, query="hello")
+            info = await request_submit(conn, uid=self.uid, thread_id=thread, query="hello")
             if await self._finish_one(conn, index, thread, info.run_id, deadline):
                 done += 1
         return done
@@ -250,14 +249,14 @@ class SharedWorkers:
                     continue
                 run_id = row[0]
             try:
-                claimed = await claim_run(
+                claimed = await run_claim(
                     conn, run_id, worker=f"s{index}", lease_seconds=LEASE_SECONDS
                 )
             except RunNotClaimable:
                 self.lost_claims += 1
                 run_id = None
                 continue
-            await finish_run(
+            await run_finish(
                 conn,
                 claimed.run_id,
                 claimed.lease_token,
@@ -301,12 +300,12 @@ async def profile(url: str, uid: UUID, threads: list[UUID]) -> None:
     try:
         for thread in threads:
             t0 = time.perf_counter()
-            info = await submit_request(conn, uid=uid, thread_id=thread, query="hello")
+            info = await request_submit(conn, uid=uid, thread_id=thread, query="hello")
             assert info.run_id is not None
             t1 = time.perf_counter()
-            claimed = await claim_run(conn, info.run_id, worker="p", lease_seconds=LEASE_SECONDS)
+            claimed = await run_claim(conn, info.run_id, worker="p", lease_seconds=LEASE_SECONDS)
             t2 = time.perf_counter()
-            await finish_run(
+            await run_finish(
                 conn,
                 claimed.run_id,
                 claimed.lease_token,

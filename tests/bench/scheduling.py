@@ -12,7 +12,7 @@ submits made directly.
   until the last ticker returns.
 - ``direct xC``: C connections share --jobs submits, each a fresh conversation made as
   job_fire makes it (``yuxi.thread_create`` with the project and the prompt's first 80
-  characters as title), then ``submit_request`` with the prompt, a ``sched-<uuid>``
+  characters as title), then ``request_submit`` with the prompt, a ``sched-<uuid>``
   request id, approval mode ``auto`` and source ``schedule``: two transactions, as a
   client creating a conversation and submitting to it does.
 
@@ -60,7 +60,7 @@ from tests.bench.harness import (
     settle,
     verdict,
 )
-from yuxi.queue.requests import submit_request
+from yuxi.queue.requests import request_submit
 from yuxi.scheduling.ticker import TickResult, tick_until_idle
 
 TARGET_RATIO = 0.7
@@ -232,7 +232,7 @@ async def run_direct(url: str, owner: Owner, variant: Variant, first: int, jobs:
             )
             row = await cur.fetchone()
             assert row is not None
-            info = await submit_request(
+            info = await request_submit(
                 conn,
                 uid=owner.uid,
                 thread_id=row[0],

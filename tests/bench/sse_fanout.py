@@ -7,15 +7,15 @@
 - --clients SSE clients (httpx, each with a client and connection of its own) in a child
   process of their own open ``GET /api/agent/runs/{id}/events``; once every one has
   received the ``metadata`` event, the benchmark appends --events ``messages`` events in
-  batches of --batch, one append every --gap-ms, each with ``append_events(…,
+  batches of --batch, one append every --gap-ms, each with ``run_append_events(…,
   notify_after_commit=True)`` as the worker's EventWriter does (the NOTIFY from a
   transaction of its own right after the commit), then finishes the run
-  (``finish_run(…, notify_after_commit=True)``: the ``end`` event).
+  (``run_finish(…, notify_after_commit=True)``: the ``end`` event).
 - Checks: every client received every event exactly once, in seq order, each with its
   own payload, and exactly one ``end``, last.
 - Latency of an event: from the moment its append (commit and NOTIFY) returned in the
   benchmark to the moment a client had read it (one monotonic clock across processes);
-  "end → last client": from ``finish_run`` returning to the last client reading ``end``.
+  "end → last client": from ``run_finish`` returning to the last client reading ``end``.
 - CPU (user and system, from /proc) and resident memory of the API process: idle, while
   the clients connect, and during the stream. With a superuser, the API's calls of
   ``yuxi.run_events_after`` and ``yuxi.run_get`` are counted from pg_stat_user_functions
@@ -65,10 +65,9 @@ from tests.bench.harness import (
     settle,
     verdict,
 )
-from yuxi.queue.events import append_events
-from yuxi.queue.models import OutputMessage, RunEvent
-from yuxi.queue.requests import submit_request
-from yuxi.queue.runs import claim_run, finish_run
+from yuxi.queue.events import RunEvent, run_append_events
+from yuxi.queue.requests import request_submit
+from yuxi.queue.runs import OutputMessage, run_claim, run_finish
 
 LEASE_SECONDS = 600.0
 FILLER = "lorem ipsum " * 8  # about 100 characters of streamed text per event
@@ -249,9 +248,9 @@ async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
     )
     row = await cur.fetchone()
     assert row is not None
-    info = await submit_request(conn, uid=uid, thread_id=row[0], query="stream to everyone")
+    info = await request_submit(conn, uid=uid, thread_id=row[0], query="stream to everyone")
     assert info.run_id is not None
-    claimed = await claim_run(conn, info.run_id, worker="bench", lease_seconds=LEASE_SECONDS)
+    claimed = await run_claim(conn, info.run_id, worker="bench", lease_seconds=LEASE_SECONDS)
     run_id, lease = claimed.run_id, claimed.lease_token
     settle(url)
     scratch = tempfile.TemporaryDirectory(prefix="yuxi-bench-gc-")
@@ -286,7 +285,7 @@ async def stream(
     args: argparse.Namespace,
 ) -> int:
     idle = api.sample()
-    first = await append_events(
+    first = await run_append_events(
         conn, run_id, lease, [RunEvent("metadata", {"text": "seq 1 "})], notify_after_commit=True
     )
     context = multiprocessing.get_context("spawn")
@@ -340,11 +339,11 @@ async def stream(
             for k in range(count)
         ]
         sent = time.perf_counter()
-        last = await append_events(conn, run_id, lease, events, notify_after_commit=True)
+        last = await run_append_events(conn, run_id, lease, events, notify_after_commit=True)
         appended.append(Appended(seq + 1, last, sent, time.perf_counter()))
         seq = last
         await asyncio.sleep(args.gap_ms / 1000)
-    finished = await finish_run(
+    finished = await run_finish(
         conn,
         run_id,
         lease,
@@ -387,15 +386,15 @@ async def stream(
         [
             ["append returned → client read it", *_spread(latency)],
             ["append sent → client read it", *_spread(from_sent)],
-            ["finish_run returned → client read end", *_spread(end_latency)],
+            ["run_finish returned → client read end", *_spread(end_latency)],
             ["one append (commit + NOTIFY)", *_spread([a / 1000 for a in appends_ms])],
         ],
     )
     streamed = end_done - stream_started
     print(
-        f"  end → last client: {(last_end - end_done) * 1000:.1f} ms after finish_run returned"
+        f"  end → last client: {(last_end - end_done) * 1000:.1f} ms after run_finish returned"
         f" ({(last_end - appended[-1].done) * 1000:.1f} ms after the last messages append"
-        f" returned); the stream took {streamed:.2f} s from the first append to finish_run"
+        f" returned); the stream took {streamed:.2f} s from the first append to run_finish"
     )
     window = last_end - stream_started
     cpu = (after.user_seconds - before.user_seconds, after.sys_seconds - before.sys_seconds)

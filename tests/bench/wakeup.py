@@ -11,7 +11,7 @@ is shown too) and stops when the notification for that job reaches the listener.
 sides run on one event loop, timed with one perf_counter.
 
 Unless --no-claim is given, the listener then does what a worker does next: fetches the
-job (``procrastinate_fetch_job_v2``) and claims the run (``claim_run``) on a second
+job (``procrastinate_fetch_job_v2``) and claims the run (``run_claim``) on a second
 connection; ``commit→claimed`` is the time until the claim returns.
 
 Target: p99 commit→notify ≤ 20 ms.
@@ -43,8 +43,8 @@ from tests.bench.harness import (
     seed_owner,
     verdict,
 )
-from yuxi.queue.requests import submit_request
-from yuxi.queue.runs import claim_run
+from yuxi.queue.requests import request_submit
+from yuxi.queue.runs import run_claim
 
 TARGET_P99_MS = 20.0
 LEASE_SECONDS = 600.0
@@ -121,7 +121,7 @@ class Listener:
             )
             row = await cur.fetchone()
             assert row is not None and row[0] == pending.job_id, (row, pending.job_id)
-            claimed = await claim_run(
+            claimed = await run_claim(
                 self.work, UUID(row[1]["run_id"]), worker="listener", lease_seconds=LEASE_SECONDS
             )
             pending.claimed = time.perf_counter()
@@ -140,7 +140,7 @@ async def submit_one(
     conn: AsyncConnection[Any], listener: Listener, uid: UUID, thread: UUID
 ) -> Pending:
     async with conn.transaction():
-        info = await submit_request(conn, uid=uid, thread_id=thread, query="wake up")
+        info = await request_submit(conn, uid=uid, thread_id=thread, query="wake up")
         assert info.run_id is not None, info
         cur = await conn.execute(
             "SELECT delivery_job_id FROM yuxi.agent_runs WHERE run_id = %s", (info.run_id,)

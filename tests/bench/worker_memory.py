@@ -59,7 +59,7 @@ from tests.bench.harness import (
     scalar,
     seed_owner,
 )
-from yuxi.queue.requests import submit_request
+from yuxi.queue.requests import request_submit
 
 WARMUP_QUERY = "hello"
 WARMUP_REPLY = "echo: hello"
@@ -214,7 +214,7 @@ def submit_wave(url: str, uid: UUID, threads: Sequence[UUID], query: str) -> lis
     async def submit(index: int, thread_id: UUID) -> None:
         async with await AsyncConnection.connect(url, autocommit=True) as conn:
             barrier.wait()
-            info = await submit_request(conn, uid=uid, thread_id=thread_id, query=query)
+            info = await request_submit(conn, uid=uid, thread_id=thread_id, query=query)
         if info.status != "dispatched" or info.run_id is None:
             raise RuntimeError(f"submit to {thread_id}: {info.status}, run {info.run_id}")
         run_ids[index] = info.run_id

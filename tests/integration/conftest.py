@@ -9,10 +9,9 @@ from uuid import UUID
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from yuxi.queue.models import ClaimedRun, OutputMessage, RequestInfo, Run
-from yuxi.queue.requests import submit_request
-from yuxi.queue.runs import claim_run, finish_run
-from yuxi.queue.threads import create_thread
+from yuxi.queue.requests import RequestInfo, request_submit
+from yuxi.queue.runs import ClaimedRun, OutputMessage, Run, run_claim, run_finish
+from yuxi.queue.threads import thread_create
 
 
 @dataclass
@@ -26,23 +25,23 @@ class World:
 
     async def thread(self, uid: UUID | None = None, agent: str = "chatbot") -> UUID:
         async with self.pool.connection() as conn:
-            created = await create_thread(conn, uid=uid or self.alice, agent_slug=agent)
-        return created.thread_id
+            created = await thread_create(conn, uid=uid or self.alice, agent_slug=agent)
+        return created.id
 
     async def submit(self, thread_id: UUID, query: str = "hello", **kwargs: Any) -> RequestInfo:
         kwargs.setdefault("uid", self.alice)
         async with self.pool.connection() as conn:
-            return await submit_request(conn, thread_id=thread_id, query=query, **kwargs)
+            return await request_submit(conn, thread_id=thread_id, query=query, **kwargs)
 
     async def claim(
         self, run_id: UUID, worker: str = "w1", lease: float = 30.0, **kw: Any
     ) -> ClaimedRun:
         async with self.pool.connection() as conn:
-            return await claim_run(conn, run_id, worker=worker, lease_seconds=lease, **kw)
+            return await run_claim(conn, run_id, worker=worker, lease_seconds=lease, **kw)
 
     async def complete(self, claimed: ClaimedRun, text: str = "done") -> Run:
         async with self.pool.connection() as conn:
-            return await finish_run(
+            return await run_finish(
                 conn,
                 claimed.run_id,
                 claimed.lease_token,
@@ -52,7 +51,7 @@ class World:
 
     async def finish(self, claimed: ClaimedRun, status: str, **kwargs: Any) -> Run:
         async with self.pool.connection() as conn:
-            return await finish_run(
+            return await run_finish(
                 conn, claimed.run_id, claimed.lease_token, status=status, **kwargs
             )
 

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.integration.conftest import World
-from yuxi.accounts import create_user, token_hash
 from yuxi.cli import main
+from yuxi.queue.users import token_hash, user_create
 
 
 def _invoke(url: str, args: list[str], stdin: str | None) -> Result:
@@ -186,7 +186,7 @@ async def test_agent_show_then_update_replaces_the_settings(world: World) -> Non
 
 async def test_user_list_counts_tokens_and_never_shows_them(world: World) -> None:
     async with world.pool.connection() as conn:
-        carol, token = await create_user(conn, "carol", is_admin=True)
+        carol, token = await user_create(conn, "carol", is_admin=True)
     await world.execute(
         "INSERT INTO yuxi.api_tokens (user_id, token_hash, revoked_at) VALUES (%s, %s, now())",
         carol,

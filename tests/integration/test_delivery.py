@@ -13,8 +13,8 @@ from psycopg import AsyncConnection
 
 from tests.integration.conftest import World
 from tests.integration.racing import failures, race
-from yuxi.queue.maintenance import redeliver_orphans
-from yuxi.queue.requests import submit_request
+from yuxi.queue.maintenance import run_redeliver_orphans
+from yuxi.queue.requests import request_submit
 
 
 async def test_rolled_back_submit_leaves_no_job(world: World) -> None:
@@ -22,7 +22,7 @@ async def test_rolled_back_submit_leaves_no_job(world: World) -> None:
     async with world.pool.connection() as conn:
         with pytest.raises(RuntimeError):
             async with conn.transaction():
-                info = await submit_request(conn, uid=world.alice, thread_id=thread, query="x")
+                info = await request_submit(conn, uid=world.alice, thread_id=thread, query="x")
                 assert info.run_id is not None
                 assert await (
                     await conn.execute("SELECT count(*) FROM procrastinate_jobs")
@@ -39,7 +39,7 @@ async def test_every_committed_pending_run_has_exactly_one_waiting_job(world: Wo
     threads = [await world.thread() for _ in range(20)]
 
     async def submit(conn: AsyncConnection[Any], i: int) -> Any:
-        return await submit_request(conn, uid=world.alice, thread_id=threads[i % 20], query=f"{i}")
+        return await request_submit(conn, uid=world.alice, thread_id=threads[i % 20], query=f"{i}")
 
     assert failures(await race(world.url, 60, submit)) == []
     rows = await world.fetch(
@@ -68,7 +68,7 @@ async def test_orphaned_pending_runs_are_redelivered_once(world: World, how: str
     run_id = await _orphan(world, how)
 
     async def scan(conn: AsyncConnection[Any], i: int) -> Any:
-        return await redeliver_orphans(conn)
+        return await run_redeliver_orphans(conn)
 
     results = await race(world.url, 6, scan)
     assert failures(results) == []
@@ -86,18 +86,18 @@ async def test_orphaned_pending_runs_are_redelivered_once(world: World, how: str
         == redelivered[0].job_id
     )
     async with world.pool.connection() as conn:
-        assert await redeliver_orphans(conn) == []
+        assert await run_redeliver_orphans(conn) == []
 
 
 async def test_delivered_runs_are_not_redelivered(world: World) -> None:
     info = await world.submit(await world.thread(), "x")
     assert info.run_id is not None
     async with world.pool.connection() as conn:
-        assert await redeliver_orphans(conn) == []
+        assert await run_redeliver_orphans(conn) == []
     await world.claim(info.run_id)  # running: no longer the scan's business
     await world.execute("DELETE FROM procrastinate_jobs")
     async with world.pool.connection() as conn:
-        assert await redeliver_orphans(conn) == []
+        assert await run_redeliver_orphans(conn) == []
 
 
 async def test_a_procrastinate_worker_receives_the_delivery(world: World, db_url: str) -> None:

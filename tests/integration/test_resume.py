@@ -17,7 +17,7 @@ from yuxi.queue.errors import (
     RunInterrupted,
     RunNotInterrupted,
 )
-from yuxi.queue.runs import request_cancel, resume_run
+from yuxi.queue.runs import run_request_cancel, run_resume
 
 
 async def _interrupted_thread(world: World) -> tuple[UUID, UUID]:
@@ -41,7 +41,7 @@ async def test_concurrent_resumes_create_one_resume_run(world: World) -> None:
     thread, run_id = await _interrupted_thread(world)
 
     async def resume(conn: AsyncConnection[Any], i: int) -> Any:
-        return await resume_run(conn, run_id, resume={"answer": i}, uid=world.alice)
+        return await run_resume(conn, run_id, resume={"answer": i}, uid=world.alice)
 
     results = await race(world.url, 20, resume)
     assert failures(results) == []
@@ -59,25 +59,25 @@ async def test_concurrent_resumes_create_one_resume_run(world: World) -> None:
 async def test_resume_with_request_id_is_idempotent(world: World) -> None:
     _, run_id = await _interrupted_thread(world)
     async with world.pool.connection() as conn:
-        first = await resume_run(conn, run_id, resume="yes", uid=world.alice, request_id="r-1")
-        again = await resume_run(conn, run_id, resume="no", uid=world.alice, request_id="r-1")
+        first = await run_resume(conn, run_id, resume="yes", uid=world.alice, request_id="r-1")
+        again = await run_resume(conn, run_id, resume="no", uid=world.alice, request_id="r-1")
         assert again == first
         with pytest.raises(ResumeSuperseded):
-            await resume_run(conn, run_id, resume="no", uid=world.alice, request_id="r-2")
+            await run_resume(conn, run_id, resume="no", uid=world.alice, request_id="r-2")
 
 
 async def test_resume_of_an_older_run_is_superseded(world: World) -> None:
     thread, run_id = await _interrupted_thread(world)
     async with world.pool.connection() as conn:
-        resumed = await resume_run(conn, run_id, resume="a", uid=world.alice)
+        resumed = await run_resume(conn, run_id, resume="a", uid=world.alice)
     assert resumed.run_id is not None
     await world.finish(await world.claim(resumed.run_id), "interrupted")
     # run_id is interrupted but no longer the latest: its resume exists; another request
     # id is superseded, the latest interrupted run resumes normally
     async with world.pool.connection() as conn:
         with pytest.raises(ResumeSuperseded):
-            await resume_run(conn, run_id, resume="b", uid=world.alice, request_id="other")
-        latest = await resume_run(conn, resumed.run_id, resume="c", uid=world.alice)
+            await run_resume(conn, run_id, resume="b", uid=world.alice, request_id="other")
+        latest = await run_resume(conn, resumed.run_id, resume="c", uid=world.alice)
     assert latest.run_id not in (None, run_id, resumed.run_id)
     assert (
         await world.value("SELECT last_run_id FROM yuxi.conversations WHERE thread_id = %s", thread)
@@ -92,14 +92,14 @@ async def test_resume_of_a_completed_run_is_refused(world: World) -> None:
     await world.complete(await world.claim(info.run_id))
     async with world.pool.connection() as conn:
         with pytest.raises(RunNotInterrupted):
-            await resume_run(conn, info.run_id, resume="x", uid=world.alice)
+            await run_resume(conn, info.run_id, resume="x", uid=world.alice)
     older = info.run_id
     newer = await world.submit(thread, "again")
     assert newer.run_id is not None
     await world.finish(await world.claim(newer.run_id), "interrupted")
     async with world.pool.connection() as conn:
         with pytest.raises(ResumeSuperseded):
-            await resume_run(conn, older, resume="x", uid=world.alice)
+            await run_resume(conn, older, resume="x", uid=world.alice)
 
 
 async def test_resume_checks_owner_and_request_id(world: World) -> None:
@@ -107,19 +107,19 @@ async def test_resume_checks_owner_and_request_id(world: World) -> None:
     taken = await world.fetch("SELECT request_id FROM yuxi.agent_run_requests")
     async with world.pool.connection() as conn:
         with pytest.raises(NotFound):
-            await resume_run(conn, run_id, resume="x", uid=world.bob)
+            await run_resume(conn, run_id, resume="x", uid=world.bob)
         with pytest.raises(RequestIdConflict):
-            await resume_run(conn, run_id, resume="x", uid=world.alice, request_id=taken[0][0])
+            await run_resume(conn, run_id, resume="x", uid=world.alice, request_id=taken[0][0])
     assert thread is not None
 
 
 async def test_cancelling_an_already_resumed_run_changes_nothing(world: World) -> None:
     thread, run_id = await _interrupted_thread(world)
     async with world.pool.connection() as conn:
-        resumed = await resume_run(conn, run_id, resume="a", uid=world.alice)
+        resumed = await run_resume(conn, run_id, resume="a", uid=world.alice)
     await world.submit(thread, "queued behind the resume")
     async with world.pool.connection() as conn:
-        assert await request_cancel(conn, run_id, uid=world.alice) == "interrupted"
+        assert await run_request_cancel(conn, run_id, uid=world.alice) == "interrupted"
     assert resumed.run_id is not None
     await world.complete(await world.claim(resumed.run_id))
     # the queue moved on: the request behind the resume run was dispatched

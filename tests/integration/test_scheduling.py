@@ -13,9 +13,9 @@ from tests.integration.conftest import World
 from tests.integration.racing import failures, race
 from tests.integration.worker_harness import completed, running_worker
 from yuxi.queue.errors import NotFound
-from yuxi.queue.runs import resume_run
+from yuxi.queue.runs import run_resume
 from yuxi.scheduling.cron import CronError
-from yuxi.scheduling.jobs import JobSettings, create_job, get_job, occurrences, run_now
+from yuxi.scheduling.jobs import JobSettings, job_create, job_fire, job_get, job_occurrences
 from yuxi.scheduling.ticker import tick, tick_until_idle
 
 T0 = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
@@ -35,7 +35,7 @@ def settings(world: World, **overrides: Any) -> JobSettings:
 
 async def _job(world: World, created: datetime = T0, **overrides: Any) -> UUID:
     async with world.pool.connection() as conn:
-        job = await create_job(conn, world.alice, settings(world, **overrides), now=created)
+        job = await job_create(conn, world.alice, settings(world, **overrides), now=created)
     return job.id
 
 
@@ -47,14 +47,14 @@ async def _tick(world: World, now: datetime) -> Any:
 async def test_a_due_job_fires_once_into_a_fresh_conversation(world: World) -> None:
     job_id = await _job(world)
     async with world.pool.connection() as conn:
-        job = await get_job(conn, world.alice, job_id)
+        job = await job_get(conn, world.alice, job_id)
     assert job.next_fire_at == datetime(2026, 6, 1, 9, tzinfo=UTC)
     assert (await _tick(world, T0 + timedelta(minutes=30))).handled == 0  # not yet due
     result = await _tick(world, datetime(2026, 6, 1, 9, 0, 5, tzinfo=UTC))
     assert (result.fired, result.skipped, result.failed) == (1, 0, 0)
     async with world.pool.connection() as conn:
-        [occurrence] = await occurrences(conn, world.alice, job_id)
-        job = await get_job(conn, world.alice, job_id)
+        [occurrence] = await job_occurrences(conn, world.alice, job_id)
+        job = await job_get(conn, world.alice, job_id)
     assert (occurrence.trigger, occurrence.status, occurrence.scheduled_for) == (
         "schedule",
         "submitted",
@@ -78,8 +78,8 @@ async def test_ten_missed_slots_fire_once(world: World) -> None:
     late = T0 + timedelta(minutes=51)  # slots 08:05 .. 08:50 were all missed
     assert (await _tick(world, late)).fired == 1
     async with world.pool.connection() as conn:
-        assert len(await occurrences(conn, world.alice, job_id)) == 1
-        job = await get_job(conn, world.alice, job_id)
+        assert len(await job_occurrences(conn, world.alice, job_id)) == 1
+        job = await job_get(conn, world.alice, job_id)
     assert job.next_fire_at == T0 + timedelta(minutes=55)
 
 
@@ -88,8 +88,8 @@ async def test_a_job_still_running_is_skipped_and_run_now_too(world: World) -> N
     await _tick(world, T0 + timedelta(hours=1))
     await _tick(world, T0 + timedelta(hours=2))  # the first run never ran: skipped
     async with world.pool.connection() as conn:
-        manual = await run_now(conn, world.alice, job_id)
-        history = await occurrences(conn, world.alice, job_id)
+        manual = await job_fire(conn, job_id, trigger="manual", uid=world.alice)
+        history = await job_occurrences(conn, world.alice, job_id)
     assert (manual.trigger, manual.status, manual.error) == (
         "manual",
         "skipped",
@@ -101,8 +101,8 @@ async def test_a_job_still_running_is_skipped_and_run_now_too(world: World) -> N
 async def test_run_now_fires_through_the_same_path(world: World) -> None:
     job_id = await _job(world)
     async with world.pool.connection() as conn:
-        manual = await run_now(conn, world.alice, job_id)
-        job = await get_job(conn, world.alice, job_id)
+        manual = await job_fire(conn, job_id, trigger="manual", uid=world.alice)
+        job = await job_get(conn, world.alice, job_id)
     assert (manual.trigger, manual.status) == ("manual", "submitted")
     assert job.next_fire_at == datetime(2026, 6, 1, 9, tzinfo=UTC)  # the schedule is unchanged
 
@@ -128,7 +128,7 @@ async def test_domain_errors_fail_the_occurrence_and_the_batch_goes_on(world: Wo
     assert (result.fired, result.failed) == (1, 2)
     async with world.pool.connection() as conn:
         statuses = {
-            job: [(o.status, o.error) for o in await occurrences(conn, world.alice, job)]
+            job: [(o.status, o.error) for o in await job_occurrences(conn, world.alice, job)]
             for job in (hidden, gone, fine)
         }
     assert statuses[hidden] == [("failed", "agent private not found")]
@@ -136,7 +136,7 @@ async def test_domain_errors_fail_the_occurrence_and_the_batch_goes_on(world: Wo
     assert statuses[fine][0][0] == "submitted"
     async with world.pool.connection() as conn:
         with pytest.raises(NotFound):  # run-now re-validates: the API says 404
-            await run_now(conn, world.alice, gone)
+            await job_fire(conn, gone, trigger="manual", uid=world.alice)
 
 
 async def test_four_racing_tickers_fire_each_of_a_thousand_jobs_once(world: World) -> None:
@@ -192,17 +192,17 @@ async def test_jobs_belong_to_their_owner(world: World) -> None:
     job_id = await _job(world)
     async with world.pool.connection() as conn:
         with pytest.raises(NotFound):
-            await get_job(conn, world.bob, job_id)
+            await job_get(conn, world.bob, job_id)
         with pytest.raises(NotFound):
-            await run_now(conn, world.bob, job_id)
+            await job_fire(conn, job_id, trigger="manual", uid=world.bob)
         with pytest.raises(NotFound):
-            await occurrences(conn, world.bob, job_id)
+            await job_occurrences(conn, world.bob, job_id)
         with pytest.raises(NotFound):  # bob cannot schedule into alice's project
-            await create_job(conn, world.bob, settings(world))
+            await job_create(conn, world.bob, settings(world))
         with pytest.raises(CronError):
-            await create_job(conn, world.alice, settings(world, cron="0 9 * *"))
+            await job_create(conn, world.alice, settings(world, cron="0 9 * *"))
         with pytest.raises(CronError):
-            await create_job(conn, world.alice, settings(world, timezone="Nowhere/City"))
+            await job_create(conn, world.alice, settings(world, timezone="Nowhere/City"))
 
 
 async def test_deleting_a_user_removes_their_jobs_and_occurrences(world: World) -> None:
@@ -228,7 +228,7 @@ async def test_a_job_due_now_completes_through_a_real_worker(
         async with world.pool.connection() as conn:
             result = await tick(conn)  # the worker ticks too; either one fires it
         async with world.pool.connection() as conn:
-            history = await occurrences(conn, world.alice, job_id)
+            history = await job_occurrences(conn, world.alice, job_id)
         assert result.fired + len(history) >= 1
         await completed(world, history[-1].run_id)
     reply = await world.value(
@@ -269,18 +269,20 @@ async def test_a_job_broken_by_hand_is_disabled_and_does_not_block_others(
 async def test_an_answered_question_no_longer_blocks_the_job(world: World) -> None:
     job_id = await _job(world, prompt="/ask Proceed?")
     async with world.pool.connection() as conn:
-        first = await run_now(conn, world.alice, job_id)
+        first = await job_fire(conn, job_id, trigger="manual", uid=world.alice)
     assert first.run_id is not None
     await world.finish(await world.claim(first.run_id), "interrupted")
     async with world.pool.connection() as conn:
         assert (
-            await run_now(conn, world.alice, job_id)
+            await job_fire(conn, job_id, trigger="manual", uid=world.alice)
         ).status == "skipped"  # waiting for the user
-        resumed = await resume_run(conn, first.run_id, resume="yes", uid=world.alice)
+        resumed = await run_resume(conn, first.run_id, resume="yes", uid=world.alice)
     assert resumed.run_id is not None
     await world.complete(await world.claim(resumed.run_id))
     async with world.pool.connection() as conn:
-        assert (await run_now(conn, world.alice, job_id)).status == "submitted"
+        assert (
+            await job_fire(conn, job_id, trigger="manual", uid=world.alice)
+        ).status == "submitted"
 
 
 async def test_a_slot_retried_after_an_error_keeps_one_identity(world: World) -> None:

@@ -4,7 +4,7 @@ import pytest
 
 from tests.integration.conftest import World
 from yuxi.queue.errors import InvalidInput, NotFound, RequestIdConflict
-from yuxi.queue.requests import get_request
+from yuxi.queue.requests import request_get
 
 
 async def test_submit_on_idle_thread_dispatches_at_once(world: World) -> None:
@@ -69,9 +69,9 @@ async def test_get_request_is_scoped_to_its_owner(world: World) -> None:
     thread = await world.thread()
     info = await world.submit(thread, "x", request_id="mine")
     async with world.pool.connection() as conn:
-        assert (await get_request(conn, "mine", uid=world.alice)) == info
+        assert (await request_get(conn, "mine", uid=world.alice)) == info
         with pytest.raises(NotFound):
-            await get_request(conn, "mine", uid=world.bob)
+            await request_get(conn, "mine", uid=world.bob)
 
 
 @pytest.mark.parametrize(

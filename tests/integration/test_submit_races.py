@@ -9,14 +9,14 @@ from psycopg import AsyncConnection
 from tests.integration.conftest import World
 from tests.integration.racing import failures, race, successes
 from yuxi.queue.errors import RequestIdConflict, SteerAlreadyPending
-from yuxi.queue.requests import steer_request, submit_request
+from yuxi.queue.requests import request_steer, request_submit
 
 
 async def test_fifty_concurrent_resends_make_one_request(world: World) -> None:
     thread = await world.thread()
 
     async def submit(conn: AsyncConnection[Any], i: int) -> Any:
-        return await submit_request(
+        return await request_submit(
             conn, uid=world.alice, thread_id=thread, query=f"text {i}", request_id="same"
         )
 
@@ -38,7 +38,7 @@ async def test_same_request_id_racing_on_other_threads_and_users(world: World) -
     owners = [world.alice] * 10 + [world.bob] * 10
 
     async def submit(conn: AsyncConnection[Any], i: int) -> Any:
-        return await submit_request(
+        return await request_submit(
             conn, uid=owners[i], thread_id=threads[i], query="x", request_id="contested"
         )
 
@@ -53,7 +53,7 @@ async def test_hundred_concurrent_submits_keep_fifo(world: World) -> None:
     thread = await world.thread()
 
     async def submit(conn: AsyncConnection[Any], i: int) -> Any:
-        return await submit_request(conn, uid=world.alice, thread_id=thread, query=f"m{i}")
+        return await request_submit(conn, uid=world.alice, thread_id=thread, query=f"m{i}")
 
     results = await race(world.url, 100, submit)
     assert failures(results) == []
@@ -114,7 +114,7 @@ async def test_racing_rejects_on_an_idle_thread_dispatch_exactly_one(world: Worl
     thread = await world.thread()
 
     async def submit(conn: AsyncConnection[Any], i: int) -> Any:
-        return await submit_request(
+        return await request_submit(
             conn, uid=world.alice, thread_id=thread, query=f"r{i}", queue_policy="reject"
         )
 
@@ -143,7 +143,7 @@ async def test_steer_runs_next_and_only_one_may_wait(world: World) -> None:
     assert positions == [("steer", 1), ("queued 1", 2), ("queued 2", 3)]
 
     async def steer_again(conn: AsyncConnection[Any], i: int) -> Any:
-        return await submit_request(
+        return await request_submit(
             conn, uid=world.alice, thread_id=thread, query=f"s{i}", queue_policy="steer"
         )
 
@@ -166,7 +166,7 @@ async def test_upgrading_queued_requests_to_steer_races_to_one(world: World) -> 
     queued = [await world.submit(thread, f"q{i}") for i in range(8)]
 
     async def upgrade(conn: AsyncConnection[Any], i: int) -> Any:
-        return await steer_request(conn, queued[i].request_id, uid=world.alice)
+        return await request_steer(conn, queued[i].request_id, uid=world.alice)
 
     results = await race(world.url, 8, upgrade)
     won = successes(results)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.integration.conftest import World
 from tests.integration.worker_harness import completed, running_worker, wait_for_status
-from yuxi.queue.requests import continue_thread
+from yuxi.queue.threads import thread_continue
 
 
 async def test_sigkilled_worker_loses_its_run_and_another_takes_over(
@@ -55,7 +55,7 @@ async def test_sigkilled_worker_loses_its_run_and_another_takes_over(
             == "paused"
         )
         async with world.pool.connection() as conn:
-            next_run = await continue_thread(conn, thread, uid=world.alice)
+            next_run = await thread_continue(conn, thread, uid=world.alice)
         await completed(world, next_run)
 
     assert await world.fetch(

@@ -8,8 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from litestar import Litestar, Request
-from litestar.datastructures import State
+from litestar import Litestar
 from litestar.di import Provide
 from litestar.logging import LoggingConfig
 from litestar.openapi import OpenAPIConfig
@@ -18,7 +17,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.api.access_log import AccessLog
-from yuxi.api.auth import User, authenticate
+from yuxi.api.dependencies import caller, connection
 from yuxi.api.errors import EXCEPTION_HANDLERS
 from yuxi.api.event_hub import EventHub
 from yuxi.api.routes.agents import AgentsController
@@ -32,14 +31,6 @@ from yuxi.api.state import AppState
 from yuxi.settings import Settings
 
 log = logging.getLogger("yuxi.api")
-
-
-async def caller(request: Request[object, object, State]) -> User:
-    """The ``user`` dependency: the authenticated caller, also kept in the ASGI scope
-    (litestar's ``request.user``) for the access log."""
-    user = await authenticate(request)
-    request.scope["user"] = user
-    return user
 
 
 def create_app(url: str, settings: Settings) -> Litestar:
@@ -83,7 +74,7 @@ def create_app(url: str, settings: Settings) -> Litestar:
             RequestEventsController,
             ScheduledJobsController,
         ],
-        dependencies={"user": Provide(caller)},
+        dependencies={"conn": Provide(connection), "user": Provide(caller)},
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=[lifespan],
         request_max_body_size=settings.max_body_bytes,

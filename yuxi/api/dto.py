@@ -1,12 +1,23 @@
-"""Request and response bodies. Unknown fields in a request body are refused."""
+"""Request and response bodies. Unknown fields in a request body are refused.
+
+Where a queue struct has exactly a response's fields, the API returns it as it is
+(``Thread``, ``Job``, ``Occurrence``); the request bodies an agent is saved with are the
+queue's ``AgentSettings`` and ``NewAgent``."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from uuid import UUID
 
 import msgspec
+
+from yuxi.queue.agents import AgentSettings, NewAgent
+from yuxi.queue.threads import Thread
+
+# the names the API's routes and OpenAPI schema use
+SaveAgent = AgentSettings
+CreateAgent = NewAgent
 
 
 class Body(msgspec.Struct, forbid_unknown_fields=True):
@@ -17,16 +28,6 @@ class CreateThread(Body):
     agent_id: str
     project_id: UUID | None = None
     title: str = msgspec.field(default="")
-
-
-class Thread(msgspec.Struct, frozen=True):
-    id: UUID
-    agent_id: str
-    project_id: UUID | None
-    title: str
-    thread_status: str
-    created_at: datetime
-    updated_at: datetime
 
 
 class SubmitRun(Body):
@@ -171,21 +172,6 @@ class AgentDetail(msgspec.Struct, frozen=True):
     config: dict[str, Any]
 
 
-class SaveAgent(Body):
-    name: str
-    backend_id: str
-    description: str = ""
-    config: dict[str, Any] = msgspec.field(default_factory=lambda: {"context": {}})
-    share_scope: Literal["all", "admins", "selected"] = "all"
-    shared_with: list[UUID] = msgspec.field(default_factory=list)
-    is_subagent: bool = False
-    max_run_attempts: Annotated[int, msgspec.Meta(ge=1, le=10)] = 1
-
-
-class CreateAgent(SaveAgent):
-    slug: str = ""
-
-
 class Health(msgspec.Struct, frozen=True):
     status: str
     database: str
@@ -221,18 +207,3 @@ class UpdateScheduledJob(Body):
     timezone: str | msgspec.UnsetType = msgspec.UNSET
     tool_approval_mode: Literal["auto", "ask"] | msgspec.UnsetType = msgspec.UNSET
     enabled: bool | msgspec.UnsetType = msgspec.UNSET
-
-
-class ScheduledJob(msgspec.Struct, frozen=True):
-    id: UUID
-    project_id: UUID | None
-    agent_slug: str
-    prompt: str
-    cron: str
-    timezone: str
-    tool_approval_mode: str
-    enabled: bool
-    next_fire_at: datetime
-    last_fired_at: datetime | None
-    created_at: datetime
-    updated_at: datetime

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import uvicorn
 
-from yuxi.api.app import create_app
 from yuxi.settings import Settings
 
 
@@ -30,6 +29,8 @@ async def serve_api(url: str, settings: Settings) -> None:
     # re-scanning it on every collection (measured: GC time of a large history read
     # 88 -> 12 ms, its p50 230 -> 112 ms; see docs/benchmarks.md).
     gc.freeze()
+    from yuxi.api.app import create_app  # the whole API: imported only when serving
+
     config = uvicorn.Config(
         create_app(url, settings),
         host=settings.host,

@@ -1,4 +1,5 @@
-"""Run events: the durable, gap-free log SSE clients read and resume from."""
+"""Run events (``yuxi.run_append_events``, ``yuxi.run_events_after``,
+``yuxi.run_end_event``): the durable, gap-free log SSE clients read and resume from."""
 
 from __future__ import annotations
 
@@ -7,16 +8,32 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import msgspec
 from psycopg import AsyncConnection
 
-from yuxi.queue.calls import call_scalar, encode_json
-from yuxi.queue.models import RunEvent
+from yuxi.queue.calls import call_many, call_scalar, encode_json
 
 EVENTS_CHANNEL = "yuxi_run_events"  # NOTIFY payload: "<run_id> <last seq>"
 CANCEL_CHANNEL = "yuxi_run_cancel"  # NOTIFY payload: "<run_id>"
 
 
-async def append_events(
+class RunEvent(msgspec.Struct, frozen=True):
+    """An event to append: its name and JSON payload."""
+
+    event: str
+    payload: dict[str, Any] = {}
+
+
+class StoredEvent(msgspec.Struct, frozen=True):
+    """An event as stored, with its seq."""
+
+    seq: int
+    event: str
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+async def run_append_events(
     conn: AsyncConnection[Any],
     run_id: UUID,
     token: UUID,
@@ -32,13 +49,14 @@ async def append_events(
     queue on PostgreSQL's cluster-wide lock for notifying commits."""
     value = await call_scalar(
         conn,
-        "SELECT yuxi.run_append_events(%(r)s, %(t)s, %(e)s::jsonb, %(now)s, %(n)s)",
+        "SELECT yuxi.run_append_events(p_run_id => %(run_id)s, p_token => %(token)s,"
+        " p_events => %(events)s::jsonb, p_now => %(now)s, p_notify => %(notify)s)",
         {
-            "r": run_id,
-            "t": token,
-            "e": encode_json(list(events)),
+            "run_id": run_id,
+            "token": token,
+            "events": encode_json(list(events)),
             "now": now,
-            "n": not notify_after_commit,
+            "notify": not notify_after_commit,
         },
     )
     if notify_after_commit:
@@ -51,3 +69,27 @@ async def notify_run_events(conn: AsyncConnection[Any], run_id: UUID, seq: int) 
     if not conn.autocommit:
         raise RuntimeError("notify after commit needs an autocommit connection")
     await conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, f"{run_id} {seq}"))
+
+
+async def run_events_after(
+    conn: AsyncConnection[Any], run_id: UUID, after: int, limit: int = 1000
+) -> list[StoredEvent]:
+    """The run's events with seq > ``after``, in order, at most ``limit``."""
+    return await call_many(
+        conn,
+        StoredEvent,
+        "yuxi.run_events_after(p_run_id => %(run_id)s, p_after => %(after)s, p_limit => %(limit)s)",
+        {"run_id": run_id, "after": after, "limit": limit},
+    )
+
+
+async def run_end_event(conn: AsyncConnection[Any], run_id: UUID) -> StoredEvent | None:
+    """The run's `end` event, once it has one."""
+    rows = await call_many(
+        conn, StoredEvent, "yuxi.run_end_event(p_run_id => %(run_id)s)", {"run_id": run_id}
+    )
+    return rows[0] if rows else None
+
+
+# Transitional old name, kept while the runtime moves over; deleted once unused.
+append_events = run_append_events

@@ -1,27 +1,52 @@
-"""The queue's maintenance passes: expired leases and undelivered runs."""
+"""The queue's maintenance passes (``yuxi.run_reconcile_expired``,
+``yuxi.run_redeliver_orphans``): expired leases and undelivered runs."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
+import msgspec
 from psycopg import AsyncConnection
 
 from yuxi.queue.calls import call_many
-from yuxi.queue.models import ReconciledRun, RedeliveredRun
 
 
-async def reconcile_expired_leases(
+class ReconciledRun(msgspec.Struct, frozen=True):
+    run_id: UUID
+    status: str
+
+
+class RedeliveredRun(msgspec.Struct, frozen=True):
+    run_id: UUID
+    job_id: int
+
+
+async def run_reconcile_expired(
     conn: AsyncConnection[Any], *, now: datetime | None = None, limit: int = 100
 ) -> list[ReconciledRun]:
     """Ends (or, with attempts left, releases) runs whose worker stopped renewing."""
     return await call_many(
-        conn, ReconciledRun, "yuxi.run_reconcile_expired(%(now)s, %(l)s)", {"now": now, "l": limit}
+        conn,
+        ReconciledRun,
+        "yuxi.run_reconcile_expired(p_now => %(now)s, p_limit => %(limit)s)",
+        {"now": now, "limit": limit},
     )
 
 
-async def redeliver_orphans(
+async def run_redeliver_orphans(
     conn: AsyncConnection[Any], *, limit: int = 100
 ) -> list[RedeliveredRun]:
     """Re-delivers pending runs whose delivery job is gone."""
-    return await call_many(conn, RedeliveredRun, "yuxi.run_redeliver_orphans(%(l)s)", {"l": limit})
+    return await call_many(
+        conn,
+        RedeliveredRun,
+        "yuxi.run_redeliver_orphans(p_limit => %(limit)s)",
+        {"limit": limit},
+    )
+
+
+# Transitional old names, kept while the runtime moves over; deleted once unused.
+reconcile_expired_leases = run_reconcile_expired
+redeliver_orphans = run_redeliver_orphans

@@ -1,17 +1,31 @@
-"""Requests: submit, steer, cancel, read; and a thread's queue."""
+"""Requests (``yuxi.request_*``): submit, read, steer, cancel."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import msgspec
 from psycopg import AsyncConnection
 
-from yuxi.queue.calls import call_many, call_one, call_scalar
-from yuxi.queue.models import RequestInfo, ThreadQueue
+from yuxi.queue.calls import call_one
 
 
-async def submit_request(
+class RequestInfo(msgspec.Struct, frozen=True):
+    """The request view (``yuxi.request_info``): where a submitted message stands."""
+
+    request_id: str
+    thread_id: UUID
+    status: str
+    queue_policy: str
+    queue_position: int | None
+    message_id: int | None
+    run_id: UUID | None
+    created_at: datetime
+
+
+async def request_submit(
     conn: AsyncConnection[Any],
     *,
     uid: UUID | None,
@@ -23,13 +37,15 @@ async def submit_request(
     tool_approval_mode: str | None = None,
     source: str = "api",
 ) -> RequestInfo:
-    """The one submit path (``yuxi.request_submit``): stores the message and the request
-    and, when the thread is ready, dispatches the queue head in the same transaction."""
+    """The one submit path: stores the message and the request and, when the thread is
+    ready, dispatches the queue head in the same transaction."""
     return await call_one(
         conn,
         RequestInfo,
-        "yuxi.request_submit(%(uid)s, %(thread_id)s, %(query)s, %(request_id)s, %(queue_policy)s,"
-        " %(model_spec)s, %(tool_approval_mode)s, %(source)s)",
+        "yuxi.request_submit(p_uid => %(uid)s, p_thread_id => %(thread_id)s,"
+        " p_query => %(query)s, p_request_id => %(request_id)s,"
+        " p_queue_policy => %(queue_policy)s, p_model_spec => %(model_spec)s,"
+        " p_tool_approval_mode => %(tool_approval_mode)s, p_source => %(source)s)",
         {
             "uid": uid,
             "thread_id": thread_id,
@@ -43,45 +59,31 @@ async def submit_request(
     )
 
 
-async def get_request(
+def _by_id(function: str) -> str:
+    return f"yuxi.{function}(p_request_id => %(request_id)s, p_uid => %(uid)s)"
+
+
+async def request_get(
     conn: AsyncConnection[Any], request_id: str, *, uid: UUID | None = None
 ) -> RequestInfo:
     return await call_one(
-        conn, RequestInfo, "yuxi.request_get(%(id)s, %(uid)s)", {"id": request_id, "uid": uid}
+        conn, RequestInfo, _by_id("request_get"), {"request_id": request_id, "uid": uid}
     )
 
 
-async def steer_request(
+async def request_steer(
     conn: AsyncConnection[Any], request_id: str, *, uid: UUID | None = None
 ) -> RequestInfo:
     """Upgrades a queued enqueue request to steer (same identity; it runs next)."""
     return await call_one(
-        conn, RequestInfo, "yuxi.request_steer(%(id)s, %(uid)s)", {"id": request_id, "uid": uid}
+        conn, RequestInfo, _by_id("request_steer"), {"request_id": request_id, "uid": uid}
     )
 
 
-async def cancel_request(
+async def request_cancel(
     conn: AsyncConnection[Any], request_id: str, *, uid: UUID | None = None
 ) -> RequestInfo:
     """Cancels a request that is still queued."""
     return await call_one(
-        conn, RequestInfo, "yuxi.request_cancel(%(id)s, %(uid)s)", {"id": request_id, "uid": uid}
+        conn, RequestInfo, _by_id("request_cancel"), {"request_id": request_id, "uid": uid}
     )
-
-
-async def continue_thread(
-    conn: AsyncConnection[Any], thread_id: UUID, *, uid: UUID | None = None
-) -> UUID | None:
-    """Resumes a paused backlog; returns the run dispatched (None for an empty queue)."""
-    value = await call_scalar(
-        conn, "SELECT yuxi.thread_continue(%(t)s, %(uid)s)", {"t": thread_id, "uid": uid}
-    )
-    return value if value is None else UUID(str(value))
-
-
-async def thread_queue(conn: AsyncConnection[Any], thread_id: UUID) -> ThreadQueue | None:
-    """The thread's row of ``yuxi.thread_queues`` (None for an unknown or deleted thread)."""
-    rows = await call_many(
-        conn, ThreadQueue, "yuxi.thread_queues WHERE thread_id = %(t)s", {"t": thread_id}
-    )
-    return rows[0] if rows else None

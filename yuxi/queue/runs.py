@@ -1,4 +1,5 @@
-"""Runs: claim under a lease, renew, write the manifest, finish, release, cancel, resume."""
+"""Runs (``yuxi.run_*``): claim under a lease, renew, write the manifest, finish,
+release, cancel, resume, create a child run, read."""
 
 from __future__ import annotations
 
@@ -7,22 +8,88 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import msgspec
 from psycopg import AsyncConnection
 
 from yuxi.queue.calls import call_one, call_scalar, encode_json
-from yuxi.queue.events import notify_run_events
-from yuxi.queue.models import (
-    ClaimedRun,
-    LeaseState,
-    ManifestCommit,
-    OutputMessage,
-    RequestInfo,
-    Run,
-    RunEvent,
-)
+from yuxi.queue.events import RunEvent, notify_run_events
+from yuxi.queue.requests import RequestInfo
 
 
-async def claim_run(
+class ClaimedRun(msgspec.Struct, frozen=True):
+    """A run a worker holds a lease on, with what it needs to execute it."""
+
+    run_id: UUID
+    thread_id: UUID
+    uid: UUID
+    agent_slug: str
+    request_id: str
+    run_type: str
+    created_by_run_id: UUID | None
+    input_message_id: int | None
+    input_payload: dict[str, Any]
+    lease_token: UUID
+    lease_expires_at: datetime
+    attempt_no: int
+    started_at: datetime
+    manifest_fingerprint: str | None
+
+
+class LeaseState(msgspec.Struct, frozen=True):
+    status: str
+    lease_expires_at: datetime
+
+
+class Run(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.agent_runs`` (without its manifest and lease token)."""
+
+    run_id: UUID
+    thread_id: UUID
+    uid: UUID
+    agent_slug: str
+    request_id: str
+    run_type: str
+    created_by_run_id: UUID | None
+    status: str
+    attempt_count: int
+    manifest_fingerprint: str | None
+    output_message_id: int | None
+    last_event_seq: int
+    error_type: str | None
+    error_message: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    cancel_requested_at: datetime | None
+
+
+class RunOutcome(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.run_result``: how the run ended and what it answered."""
+
+    status: str
+    output: str | None
+    final_message_id: int | None
+    error_type: str | None
+    error_message: str | None
+
+
+class OutputMessage(msgspec.Struct, frozen=True):
+    """A message a run stores when it finishes."""
+
+    role: str
+    content: str
+    metadata: dict[str, Any] = {}
+
+
+class ManifestCommit(msgspec.Struct, frozen=True):
+    """The stored fingerprint, and the run's identity read again after the write."""
+
+    fingerprint: str
+    identity_error: str | None
+    backend_id: str | None
+
+
+async def run_claim(
     conn: AsyncConnection[Any],
     run_id: UUID,
     *,
@@ -34,12 +101,13 @@ async def claim_run(
     return await call_one(
         conn,
         ClaimedRun,
-        "yuxi.run_claim(%(r)s, %(w)s, %(l)s, %(now)s)",
-        {"r": run_id, "w": worker, "l": lease_seconds, "now": now},
+        "yuxi.run_claim(p_run_id => %(run_id)s, p_worker => %(worker)s,"
+        " p_lease_seconds => %(lease_seconds)s, p_now => %(now)s)",
+        {"run_id": run_id, "worker": worker, "lease_seconds": lease_seconds, "now": now},
     )
 
 
-async def renew_lease(
+async def run_renew_lease(
     conn: AsyncConnection[Any],
     run_id: UUID,
     token: UUID,
@@ -51,12 +119,13 @@ async def renew_lease(
     return await call_one(
         conn,
         LeaseState,
-        "yuxi.run_renew_lease(%(r)s, %(t)s, %(l)s, %(now)s)",
-        {"r": run_id, "t": token, "l": lease_seconds, "now": now},
+        "yuxi.run_renew_lease(p_run_id => %(run_id)s, p_token => %(token)s,"
+        " p_lease_seconds => %(lease_seconds)s, p_now => %(now)s)",
+        {"run_id": run_id, "token": token, "lease_seconds": lease_seconds, "now": now},
     )
 
 
-async def write_manifest(
+async def run_write_manifest(
     conn: AsyncConnection[Any],
     run_id: UUID,
     token: UUID,
@@ -68,13 +137,21 @@ async def write_manifest(
     """Stores the manifest once; ManifestConflict when a different one is already there."""
     value = await call_scalar(
         conn,
-        "SELECT yuxi.run_write_manifest(%(r)s, %(t)s, %(m)s::jsonb, %(f)s, %(now)s)",
-        {"r": run_id, "t": token, "m": encode_json(manifest), "f": fingerprint, "now": now},
+        "SELECT yuxi.run_write_manifest(p_run_id => %(run_id)s, p_token => %(token)s,"
+        " p_manifest => %(manifest)s::jsonb, p_fingerprint => %(fingerprint)s,"
+        " p_now => %(now)s)",
+        {
+            "run_id": run_id,
+            "token": token,
+            "manifest": encode_json(manifest),
+            "fingerprint": fingerprint,
+            "now": now,
+        },
     )
     return str(value)
 
 
-async def commit_manifest(
+async def run_commit_manifest(
     conn: AsyncConnection[Any],
     run_id: UUID,
     token: UUID,
@@ -82,16 +159,22 @@ async def commit_manifest(
     manifest: dict[str, Any],
     fingerprint: str,
 ) -> ManifestCommit:
-    """``write_manifest``, then the run's identity as it stands now, in one call."""
+    """``run_write_manifest``, then the run's identity as it stands now, in one call."""
     return await call_one(
         conn,
         ManifestCommit,
-        "yuxi.run_commit_manifest(%(r)s, %(t)s, %(m)s::jsonb, %(f)s)",
-        {"r": run_id, "t": token, "m": encode_json(manifest), "f": fingerprint},
+        "yuxi.run_commit_manifest(p_run_id => %(run_id)s, p_token => %(token)s,"
+        " p_manifest => %(manifest)s::jsonb, p_fingerprint => %(fingerprint)s)",
+        {
+            "run_id": run_id,
+            "token": token,
+            "manifest": encode_json(manifest),
+            "fingerprint": fingerprint,
+        },
     )
 
 
-async def finish_run(
+async def run_finish(
     conn: AsyncConnection[Any],
     run_id: UUID,
     token: UUID,
@@ -108,22 +191,24 @@ async def finish_run(
     `end` event and moves the thread's queue on (next dispatch, or pause), all in one
     transaction.
 
-    ``notify_after_commit``: as for ``append_events``."""
+    ``notify_after_commit``: as for ``run_append_events``."""
     run = await call_one(
         conn,
         Run,
-        "yuxi.run_finish(%(r)s, %(t)s, %(s)s, %(m)s::jsonb, %(et)s, %(em)s, %(now)s, %(n)s,"
-        " %(ev)s::jsonb)",
+        "yuxi.run_finish(p_run_id => %(run_id)s, p_token => %(token)s, p_status => %(status)s,"
+        " p_messages => %(messages)s::jsonb, p_error_type => %(error_type)s,"
+        " p_error_message => %(error_message)s, p_now => %(now)s, p_notify => %(notify)s,"
+        " p_events => %(events)s::jsonb)",
         {
-            "r": run_id,
-            "t": token,
-            "s": status,
-            "m": encode_json(list(messages)),
-            "et": error_type,
-            "em": error_message,
+            "run_id": run_id,
+            "token": token,
+            "status": status,
+            "messages": encode_json(list(messages)),
+            "error_type": error_type,
+            "error_message": error_message,
             "now": now,
-            "n": not notify_after_commit,
-            "ev": encode_json(list(events)),
+            "notify": not notify_after_commit,
+            "events": encode_json(list(events)),
         },
     )
     if notify_after_commit:
@@ -131,7 +216,7 @@ async def finish_run(
     return run
 
 
-async def release_run(
+async def run_release(
     conn: AsyncConnection[Any],
     run_id: UUID,
     token: UUID,
@@ -143,12 +228,13 @@ async def release_run(
     return await call_one(
         conn,
         Run,
-        "yuxi.run_release(%(r)s, %(t)s, %(why)s, %(now)s)",
-        {"r": run_id, "t": token, "why": reason, "now": now},
+        "yuxi.run_release(p_run_id => %(run_id)s, p_token => %(token)s,"
+        " p_reason => %(reason)s, p_now => %(now)s)",
+        {"run_id": run_id, "token": token, "reason": reason, "now": now},
     )
 
 
-async def request_cancel(
+async def run_request_cancel(
     conn: AsyncConnection[Any],
     run_id: UUID,
     *,
@@ -159,13 +245,14 @@ async def request_cancel(
     cancel_requested (its child runs too); returns the run's status after."""
     value = await call_scalar(
         conn,
-        "SELECT yuxi.run_request_cancel(%(r)s, %(uid)s, %(now)s)",
-        {"r": run_id, "uid": uid, "now": now},
+        "SELECT yuxi.run_request_cancel(p_run_id => %(run_id)s, p_uid => %(uid)s,"
+        " p_now => %(now)s)",
+        {"run_id": run_id, "uid": uid, "now": now},
     )
     return str(value)
 
 
-async def resume_run(
+async def run_resume(
     conn: AsyncConnection[Any],
     run_id: UUID,
     *,
@@ -177,12 +264,13 @@ async def resume_run(
     return await call_one(
         conn,
         RequestInfo,
-        "yuxi.run_resume(%(r)s, %(v)s::jsonb, %(uid)s, %(req)s)",
-        {"r": run_id, "v": encode_json(resume), "uid": uid, "req": request_id},
+        "yuxi.run_resume(p_run_id => %(run_id)s, p_resume => %(resume)s::jsonb,"
+        " p_uid => %(uid)s, p_request_id => %(request_id)s)",
+        {"run_id": run_id, "resume": encode_json(resume), "uid": uid, "request_id": request_id},
     )
 
 
-async def create_subagent_run(
+async def run_create_subagent(
     conn: AsyncConnection[Any],
     parent_run_id: UUID,
     token: UUID,
@@ -194,17 +282,56 @@ async def create_subagent_run(
     """Creates a child run on behalf of the parent's lease holder."""
     value = await call_scalar(
         conn,
-        "SELECT yuxi.run_create_subagent(%(p)s, %(t)s, %(a)s, %(i)s::jsonb, %(now)s)",
+        "SELECT yuxi.run_create_subagent(p_parent_run_id => %(parent)s, p_token => %(token)s,"
+        " p_agent_slug => %(agent)s, p_input => %(input)s::jsonb, p_now => %(now)s)",
         {
-            "p": parent_run_id,
-            "t": token,
-            "a": agent_slug,
-            "i": encode_json(run_input or {}),
+            "parent": parent_run_id,
+            "token": token,
+            "agent": agent_slug,
+            "input": encode_json(run_input or {}),
             "now": now,
         },
     )
     return UUID(str(value))
 
 
-async def get_run(conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | None = None) -> Run:
-    return await call_one(conn, Run, "yuxi.run_get(%(r)s, %(uid)s)", {"r": run_id, "uid": uid})
+async def run_get(conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | None = None) -> Run:
+    return await call_one(
+        conn,
+        Run,
+        "yuxi.run_get(p_run_id => %(run_id)s, p_uid => %(uid)s)",
+        {"run_id": run_id, "uid": uid},
+    )
+
+
+async def run_get_manifest(
+    conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | None = None
+) -> dict[str, Any] | None:
+    """The run's committed manifest (the ``manifest`` column of ``yuxi.run_get``)."""
+    value = await call_scalar(
+        conn,
+        "SELECT (yuxi.run_get(p_run_id => %(run_id)s, p_uid => %(uid)s)).manifest",
+        {"run_id": run_id, "uid": uid},
+    )
+    return value if isinstance(value, dict) else None
+
+
+async def run_result(
+    conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | None = None
+) -> RunOutcome:
+    return await call_one(
+        conn,
+        RunOutcome,
+        "yuxi.run_result(p_run_id => %(run_id)s, p_uid => %(uid)s)",
+        {"run_id": run_id, "uid": uid},
+    )
+
+
+# Transitional old names, kept while the runtime moves over; deleted once unused.
+claim_run = run_claim
+renew_lease = run_renew_lease
+commit_manifest = run_commit_manifest
+finish_run = run_finish
+release_run = run_release
+create_subagent_run = run_create_subagent
+get_run = run_get

@@ -16,9 +16,8 @@ from typing import Any
 import msgspec
 from psycopg import AsyncConnection
 
-from yuxi.queue.calls import call_many, call_one, call_scalar
 from yuxi.scheduling.cron import CronError, next_fire
-from yuxi.scheduling.jobs import Job, Occurrence
+from yuxi.scheduling.jobs import job_disable_invalid, job_fire, job_mark_retry, jobs_due
 
 log = logging.getLogger("yuxi.scheduling")
 
@@ -41,26 +40,23 @@ async def tick(
     now = now or datetime.now(UTC)
     result = TickResult()
     async with conn.transaction():
-        jobs = await call_many(conn, Job, "yuxi.jobs_due(%(n)s, %(b)s)", {"n": now, "b": batch})
+        jobs = await jobs_due(conn, now, limit=batch)
         for job in jobs:
             try:
                 following = next_fire(job.cron, job.timezone, now)
             except CronError as error:  # edited by hand, or the zone went away
                 log.error("job %s: %s; disabling it", job.id, error)
-                await call_scalar(
-                    conn,
-                    "SELECT yuxi.job_disable_invalid(%(j)s, %(s)s, %(e)s)",
-                    {"j": job.id, "s": job.next_fire_at, "e": str(error)},
-                )
+                await job_disable_invalid(conn, job.id, job.next_fire_at, str(error))
                 result.failed += 1
                 continue
             try:
                 async with conn.transaction():
-                    occurrence = await call_one(
+                    occurrence = await job_fire(
                         conn,
-                        Occurrence,
-                        "yuxi.job_fire(%(j)s, 'schedule', %(s)s, %(n)s)",
-                        {"j": job.id, "s": job.next_fire_at, "n": following},
+                        job.id,
+                        trigger="schedule",
+                        scheduled_for=job.next_fire_at,
+                        next_fire_at=following,
                     )
             except Exception as error:
                 log.exception(
@@ -69,14 +65,8 @@ async def tick(
                     job.next_fire_at,
                 )
                 async with conn.transaction():
-                    await call_scalar(
-                        conn,
-                        "SELECT yuxi.job_mark_retry(%(j)s, %(s)s, %(e)s)",
-                        {
-                            "j": job.id,
-                            "s": job.next_fire_at,
-                            "e": f"{type(error).__name__}: {error}",
-                        },
+                    await job_mark_retry(
+                        conn, job.id, job.next_fire_at, f"{type(error).__name__}: {error}"
                     )
                 result.retry += 1
                 continue

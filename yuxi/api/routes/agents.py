@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from litestar import Controller, get, post, put
-from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
 from litestar.params import FromPath, JSONBody
+from psycopg import AsyncConnection
 
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.api.auth import User, require_admin
 from yuxi.api.dto import AgentDetail, AgentSummary, CreateAgent, SaveAgent
-from yuxi.operator import save_agent
+from yuxi.queue.agents import VisibleAgent, agent_save, agents_visible
 from yuxi.queue.errors import NotFound
-from yuxi.queue.reads import AgentRow, visible_agents
+
+Conn = NamedDependency[AsyncConnection[Any]]
 
 
-def _detail(row: AgentRow) -> AgentDetail:
+def _detail(row: VisibleAgent) -> AgentDetail:
     try:
         backend = get_backend(row.backend_id)
         items = backend.context_schema.get_configurable_items()
@@ -41,9 +44,8 @@ class AgentsController(Controller):
     tags = ("agents",)
 
     @get("/", summary="Agents visible to the caller")
-    async def list_agents(self, state: State, user: NamedDependency[User]) -> list[AgentSummary]:
-        async with state.yuxi.pool.connection() as conn:
-            rows = await visible_agents(conn, user.uid)
+    async def list_agents(self, conn: Conn, user: NamedDependency[User]) -> list[AgentSummary]:
+        rows = await agents_visible(conn, user.uid)
         return [
             AgentSummary(
                 id=r.slug,
@@ -57,44 +59,42 @@ class AgentsController(Controller):
 
     @get("/{slug:str}", summary="One agent with its configuration form and values")
     async def get_agent(
-        self, state: State, user: NamedDependency[User], slug: FromPath[str]
+        self, conn: Conn, user: NamedDependency[User], slug: FromPath[str]
     ) -> AgentDetail:
-        return await _visible(state, user, slug)
+        return await _visible(conn, user, slug)
 
     @post("/", summary="Create an agent (admins)")
     async def create_agent(
-        self, state: State, user: NamedDependency[User], data: JSONBody[CreateAgent]
+        self, conn: Conn, user: NamedDependency[User], data: JSONBody[CreateAgent]
     ) -> AgentDetail:
         require_admin(user)
-        await _save(state, data, data.slug, create=True)
-        return await _visible(state, user, data.slug)
+        await _save(conn, data, data.slug, create=True)
+        return await _visible(conn, user, data.slug)
 
     @put("/{slug:str}", summary="Replace an agent's settings (admins)")
     async def update_agent(
         self,
-        state: State,
+        conn: Conn,
         user: NamedDependency[User],
         slug: FromPath[str],
         data: JSONBody[SaveAgent],
     ) -> AgentDetail:
         require_admin(user)
-        await _save(state, data, slug, create=False)
-        return await _visible(state, user, slug)
+        await _save(conn, data, slug, create=False)
+        return await _visible(conn, user, slug)
 
 
-async def _visible(state: State, user: User, slug: str) -> AgentDetail:
-    async with state.yuxi.pool.connection() as conn:
-        rows = await visible_agents(conn, user.uid)
+async def _visible(conn: AsyncConnection[Any], user: User, slug: str) -> AgentDetail:
+    rows = await agents_visible(conn, user.uid)
     for row in rows:
         if row.slug == slug:
             return _detail(row)
     raise NotFound(f"agent {slug} not found")
 
 
-async def _save(state: State, data: SaveAgent, slug: str, *, create: bool) -> None:
+async def _save(conn: AsyncConnection[Any], data: SaveAgent, slug: str, *, create: bool) -> None:
     try:
         get_backend(data.backend_id)
     except UnknownBackend as error:
         raise ValidationException(str(error)) from None
-    async with state.yuxi.pool.connection() as conn:
-        await save_agent(conn, slug, data, create=create)
+    await agent_save(conn, slug, data, create=create)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 from uuid import uuid4
 
 from litestar import Controller, get, post
@@ -10,14 +11,16 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
 from litestar.params import JSONBody
+from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
 from yuxi.api.dto import CreateProject, Project
-from yuxi.queue.reads import ProjectRow, create_project, list_projects
+from yuxi.queue.projects import Project as StoredProject
+from yuxi.queue.projects import project_create, project_list
 from yuxi.runtime.prepare import user_workspace
 
 
-def _view(row: ProjectRow) -> Project:
+def _view(row: StoredProject) -> Project:
     return Project(
         id=row.id, name=row.name, workdir_path=row.workdir_path, created_at=row.created_at
     )
@@ -29,7 +32,11 @@ class ProjectsController(Controller):
 
     @post("/", summary="Create a project with a working directory in the caller's workspace")
     async def create(
-        self, state: State, user: NamedDependency[User], data: JSONBody[CreateProject]
+        self,
+        state: State,
+        conn: NamedDependency[AsyncConnection[Any]],
+        user: NamedDependency[User],
+        data: JSONBody[CreateProject],
     ) -> Project:
         if "\x00" in (data.workdir_path or "") or "\x00" in data.name:
             raise ValidationException("names and paths cannot contain NUL characters")
@@ -43,10 +50,10 @@ class ProjectsController(Controller):
                 "workdir_path is a relative directory name inside your workspace's projects/"
             )
         await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
-        async with state.yuxi.pool.connection() as conn:
-            return _view(await create_project(conn, user.uid, data.name, str(workdir)))
+        return _view(await project_create(conn, user.uid, data.name, str(workdir)))
 
     @get("/", summary="The caller's projects")
-    async def list_all(self, state: State, user: NamedDependency[User]) -> list[Project]:
-        async with state.yuxi.pool.connection() as conn:
-            return [_view(row) for row in await list_projects(conn, user.uid)]
+    async def list_all(
+        self, conn: NamedDependency[AsyncConnection[Any]], user: NamedDependency[User]
+    ) -> list[Project]:
+        return [_view(row) for row in await project_list(conn, user.uid)]

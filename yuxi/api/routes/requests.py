@@ -22,12 +22,13 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.response import ServerSentEvent, ServerSentEventMessage
+from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
 from yuxi.api.state import AppState
-from yuxi.queue.models import RequestInfo, Run
-from yuxi.queue.requests import get_request, thread_queue
-from yuxi.queue.runs import get_run
+from yuxi.queue.requests import RequestInfo, request_get
+from yuxi.queue.runs import Run, run_get
+from yuxi.queue.threads import thread_queue
 
 FINAL_RUN = frozenset({"completed", "failed", "cancelled", "interrupted"})
 
@@ -41,12 +42,15 @@ class RequestEventsController(Controller):
         summary="A request's progress as Server-Sent Events",
     )
     async def events(
-        self, state: State, user: NamedDependency[User], request_id: FromPath[str]
+        self,
+        state: State,
+        conn: NamedDependency[AsyncConnection[Any]],
+        user: NamedDependency[User],
+        request_id: FromPath[str],
     ) -> ServerSentEvent:
         """``queued`` ``{queue_position}`` whenever its place changes, ``run_created``
         ``{run_id}`` once dispatched, then exactly one ``end`` ``{status, run_id}``."""
-        async with state.yuxi.pool.connection() as conn:
-            info = await get_request(conn, request_id, uid=user.uid)  # 404 before streaming
+        info = await request_get(conn, request_id, uid=user.uid)  # 404 before streaming
         return ServerSentEvent(_follow(state.yuxi, info))
 
 
@@ -108,10 +112,10 @@ async def _read(app: AppState, request_id: str, last: _Snapshot | None) -> _Snap
     async with app.pool.connection() as conn:
         if last is not None and last.info.run_id is not None:
             # a dispatched request does not change again: only its run does
-            return _Snapshot(last.info, await get_run(conn, last.info.run_id), last.watch)
-        info = await get_request(conn, request_id)
+            return _Snapshot(last.info, await run_get(conn, last.info.run_id), last.watch)
+        info = await request_get(conn, request_id)
         if info.run_id is not None:
-            return _Snapshot(info, await get_run(conn, info.run_id), info.run_id)
+            return _Snapshot(info, await run_get(conn, info.run_id), info.run_id)
         if info.status != "queued":
             return _Snapshot(info, None, None)
         # the thread's latest run: its end is committed with the next dispatch

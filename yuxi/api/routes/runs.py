@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from litestar import Controller, Request, get, post
@@ -14,6 +14,7 @@ from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
 from litestar.params import FromPath, JSONBody, Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
+from psycopg import AsyncConnection
 
 from yuxi.agents.models import parse_model_spec
 from yuxi.api.auth import User
@@ -30,19 +31,32 @@ from yuxi.api.dto import (
     SubmitRun,
     ThreadRequests,
 )
-from yuxi.queue import reads
 from yuxi.queue.errors import NotFound
-from yuxi.queue.models import RequestInfo, Run, ThreadQueue
+from yuxi.queue.events import run_end_event, run_events_after
 from yuxi.queue.requests import (
-    cancel_request,
-    continue_thread,
-    get_request,
-    steer_request,
-    submit_request,
-    thread_queue,
+    RequestInfo,
+    request_cancel,
+    request_get,
+    request_steer,
+    request_submit,
 )
-from yuxi.queue.runs import get_run, request_cancel, resume_run
+from yuxi.queue.runs import (
+    Run,
+    run_get,
+    run_get_manifest,
+    run_request_cancel,
+    run_result,
+    run_resume,
+)
+from yuxi.queue.threads import (
+    ThreadQueue,
+    thread_continue,
+    thread_get,
+    thread_queue,
+    thread_requests,
+)
 
+Conn = NamedDependency[AsyncConnection[Any]]
 FINAL = {"completed", "failed", "cancelled", "interrupted"}
 MAX_SEQ = 2**63 - 1  # event seqs are bigint
 
@@ -81,50 +95,46 @@ class RunsController(Controller):
 
     @post("/runs", status_code=202, summary="Submit a message to a conversation's queue")
     async def submit(
-        self, state: State, user: NamedDependency[User], data: JSONBody[SubmitRun]
+        self, conn: Conn, user: NamedDependency[User], data: JSONBody[SubmitRun]
     ) -> RequestView:
         if data.model_spec is not None:
             parse_model_spec(data.model_spec)  # 400 invalid_model before anything is stored
-        async with state.yuxi.pool.connection() as conn:
-            info = await submit_request(
-                conn,
-                uid=user.uid,
-                thread_id=data.thread_id,
-                query=data.query,
-                request_id=data.request_id,
-                queue_policy=data.queue_policy,
-                model_spec=data.model_spec,
-                tool_approval_mode=data.tool_approval_mode,
-            )
+        info = await request_submit(
+            conn,
+            uid=user.uid,
+            thread_id=data.thread_id,
+            query=data.query,
+            request_id=data.request_id,
+            queue_policy=data.queue_policy,
+            model_spec=data.model_spec,
+            tool_approval_mode=data.tool_approval_mode,
+        )
         return request_view(info)
 
     @post("/runs/{run_id:uuid}/resume", status_code=202, summary="Resume an interrupted run")
     async def resume(
         self,
-        state: State,
+        conn: Conn,
         user: NamedDependency[User],
         run_id: FromPath[UUID],
         data: JSONBody[ResumeRun],
     ) -> RequestView:
-        async with state.yuxi.pool.connection() as conn:
-            info = await resume_run(
-                conn, run_id, resume=data.resume, uid=user.uid, request_id=data.request_id
-            )
+        info = await run_resume(
+            conn, run_id, resume=data.resume, uid=user.uid, request_id=data.request_id
+        )
         return request_view(info)
 
     @get("/runs/{run_id:uuid}", summary="A run")
     async def get_one(
-        self, state: State, user: NamedDependency[User], run_id: FromPath[UUID]
+        self, conn: Conn, user: NamedDependency[User], run_id: FromPath[UUID]
     ) -> RunView:
-        async with state.yuxi.pool.connection() as conn:
-            return run_view(await get_run(conn, run_id, uid=user.uid))
+        return run_view(await run_get(conn, run_id, uid=user.uid))
 
     @get("/runs/{run_id:uuid}/result", summary="A run's outcome")
     async def result(
-        self, state: State, user: NamedDependency[User], run_id: FromPath[UUID]
+        self, conn: Conn, user: NamedDependency[User], run_id: FromPath[UUID]
     ) -> RunResult:
-        async with state.yuxi.pool.connection() as conn:
-            row = await reads.run_result(conn, run_id, user.uid)
+        row = await run_result(conn, run_id, uid=user.uid)
         error = None
         if row.error_type or row.error_message:
             error = RunError(type=row.error_type, message=row.error_message)
@@ -134,18 +144,16 @@ class RunsController(Controller):
 
     @post("/runs/{run_id:uuid}/cancel", status_code=200, summary="Cancel a run and its children")
     async def cancel(
-        self, state: State, user: NamedDependency[User], run_id: FromPath[UUID]
+        self, conn: Conn, user: NamedDependency[User], run_id: FromPath[UUID]
     ) -> CancelResult:
-        async with state.yuxi.pool.connection() as conn:
-            status = await request_cancel(conn, run_id, uid=user.uid)
+        status = await run_request_cancel(conn, run_id, uid=user.uid)
         return CancelResult(run_id=run_id, status=status)
 
     @get("/runs/{run_id:uuid}/manifest", summary="The run's committed manifest")
     async def manifest(
-        self, state: State, user: NamedDependency[User], run_id: FromPath[UUID]
+        self, conn: Conn, user: NamedDependency[User], run_id: FromPath[UUID]
     ) -> dict[str, object]:
-        async with state.yuxi.pool.connection() as conn:
-            manifest = await reads.run_manifest(conn, run_id, user.uid)
+        manifest = await run_get_manifest(conn, run_id, uid=user.uid)
         if manifest is None:
             raise NotFound(f"run {run_id} has no manifest yet")
         return manifest
@@ -154,6 +162,7 @@ class RunsController(Controller):
     async def events(
         self,
         state: State,
+        conn: Conn,
         user: NamedDependency[User],
         request: Request[object, object, State],
         run_id: FromPath[UUID],
@@ -171,23 +180,20 @@ class RunsController(Controller):
             if not 0 <= seen <= MAX_SEQ:
                 raise ValidationException("Last-Event-ID must be an event seq")
             after = max(after, seen)
-        async with state.yuxi.pool.connection() as conn:
-            await get_run(conn, run_id, uid=user.uid)  # 404 for others, before streaming
+        await run_get(conn, run_id, uid=user.uid)  # 404 for others, before streaming
         return ServerSentEvent(_stream(state, run_id, after))
 
     @get("/requests/{request_id:str}", summary="A request")
     async def get_request_view(
-        self, state: State, user: NamedDependency[User], request_id: FromPath[str]
+        self, conn: Conn, user: NamedDependency[User], request_id: FromPath[str]
     ) -> RequestView:
-        async with state.yuxi.pool.connection() as conn:
-            return request_view(await get_request(conn, request_id, uid=user.uid))
+        return request_view(await request_get(conn, request_id, uid=user.uid))
 
     @post("/requests/{request_id:str}/cancel", status_code=200, summary="Cancel a queued request")
     async def cancel_queued(
-        self, state: State, user: NamedDependency[User], request_id: FromPath[str]
+        self, conn: Conn, user: NamedDependency[User], request_id: FromPath[str]
     ) -> RequestView:
-        async with state.yuxi.pool.connection() as conn:
-            return request_view(await cancel_request(conn, request_id, uid=user.uid))
+        return request_view(await request_cancel(conn, request_id, uid=user.uid))
 
     @post(
         "/requests/{request_id:str}/steer",
@@ -195,19 +201,17 @@ class RunsController(Controller):
         summary="Make a queued request run next",
     )
     async def steer(
-        self, state: State, user: NamedDependency[User], request_id: FromPath[str]
+        self, conn: Conn, user: NamedDependency[User], request_id: FromPath[str]
     ) -> RequestView:
-        async with state.yuxi.pool.connection() as conn:
-            return request_view(await steer_request(conn, request_id, uid=user.uid))
+        return request_view(await request_steer(conn, request_id, uid=user.uid))
 
     @get("/thread/{thread_id:uuid}/requests", summary="A conversation's requests and queue state")
-    async def thread_requests(
-        self, state: State, user: NamedDependency[User], thread_id: FromPath[UUID]
+    async def requests_of_thread(
+        self, conn: Conn, user: NamedDependency[User], thread_id: FromPath[UUID]
     ) -> ThreadRequests:
-        async with state.yuxi.pool.connection() as conn:
-            await reads.get_thread(conn, user.uid, thread_id)
-            requests = await reads.thread_requests(conn, user.uid, thread_id)
-            queue = await thread_queue(conn, thread_id)
+        await thread_get(conn, user.uid, thread_id)
+        requests = await thread_requests(conn, user.uid, thread_id)
+        queue = await thread_queue(conn, thread_id)
         return ThreadRequests(requests=[request_view(r) for r in requests], queue=_queue(queue))
 
     @post(
@@ -216,11 +220,10 @@ class RunsController(Controller):
         summary="Resume a backlog paused by a failed or cancelled run",
     )
     async def continue_backlog(
-        self, state: State, user: NamedDependency[User], thread_id: FromPath[UUID]
+        self, conn: Conn, user: NamedDependency[User], thread_id: FromPath[UUID]
     ) -> ContinueResult:
-        async with state.yuxi.pool.connection() as conn:
-            run_id = await continue_thread(conn, thread_id, uid=user.uid)
-            queue = await thread_queue(conn, thread_id)
+        run_id = await thread_continue(conn, thread_id, uid=user.uid)
+        queue = await thread_queue(conn, thread_id)
         return ContinueResult(thread_id=thread_id, run_id=run_id, queue=_queue(queue))
 
 
@@ -242,11 +245,11 @@ async def _stream(state: State, run_id: UUID, after: int) -> AsyncIterator[Serve
     while True:
         with app.hub.subscribe(run_id) as news:
             async with app.pool.connection() as conn:
-                rows = await reads.events_after(conn, run_id, last)
-                run = None if rows else await get_run(conn, run_id)
+                rows = await run_events_after(conn, run_id, last)
+                run = None if rows else await run_get(conn, run_id)
                 if run is not None and run.status in FINAL:
                     # the run may have ended between the two reads: read once more
-                    rows = await reads.events_after(conn, run_id, last)
+                    rows = await run_events_after(conn, run_id, last)
             for row in rows:
                 last = row.seq
                 yield ServerSentEventMessage(
@@ -259,7 +262,7 @@ async def _stream(state: State, run_id: UUID, after: int) -> AsyncIterator[Serve
             if run is not None and run.status in FINAL:
                 # the client is already past the run's end: send that same end again
                 async with app.pool.connection() as conn:
-                    end = await reads.end_event(conn, run_id)
+                    end = await run_end_event(conn, run_id)
                 if end is not None:
                     yield ServerSentEventMessage(
                         data=json.dumps(end.payload), event="end", id=end.seq

@@ -1,0 +1,40 @@
+"""What handlers are given: the request's database connection and its caller."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from litestar import Request
+from litestar.datastructures import State
+from litestar.di import NamedDependency
+from litestar.exceptions import NotAuthorizedException
+from psycopg import AsyncConnection
+
+from yuxi.api.state import AppState
+from yuxi.queue.users import User, token_authenticate
+
+
+async def connection(state: State) -> AsyncIterator[AsyncConnection[Any]]:
+    """The ``conn`` dependency: one pooled connection per request, returned to the pool
+    once the handler's response is built (before a streamed body is sent)."""
+    app: AppState = state.yuxi
+    async with app.pool.connection() as conn:
+        yield conn
+
+
+async def caller(
+    request: Request[object, object, State], conn: NamedDependency[AsyncConnection[Any]]
+) -> User:
+    """The ``user`` dependency: the live user of ``Authorization: Bearer <token>`` (401
+    without a valid one), also kept in the ASGI scope (litestar's ``request.user``) for
+    the access log."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise NotAuthorizedException("send Authorization: Bearer <token>")
+    user = await token_authenticate(conn, token.strip())
+    if user is None:
+        raise NotAuthorizedException("invalid or revoked token")
+    request.scope["user"] = user
+    return user

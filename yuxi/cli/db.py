@@ -1,0 +1,61 @@
+"""``yuxi db …``: migrate the database, list its migrations, print its URL."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from yuxi.cli.connect import database_url_or_exit, settings_or_exit
+from yuxi.db.migrations import MigrationError, migrate, status
+
+
+def migrate_or_exit(url: str) -> list[str]:
+    """Applies what is missing, with progress on stderr; a refusal is a one-line error."""
+    try:
+        return migrate(url, progress=lambda message: click.echo(message, err=True))
+    except MigrationError as error:
+        raise click.ClickException(str(error)) from None
+
+
+@click.group()
+def db() -> None:
+    """The database: migrate it, see its migrations, print its URL."""
+
+
+@db.command("migrate")
+def db_migrate() -> None:
+    """Apply yuxi's, procrastinate's and the LangGraph checkpointer's migrations.
+
+    Safe to run concurrently and repeatedly: runners take turns on an advisory lock
+    and a second run finds nothing to do.
+    """
+    settings = settings_or_exit()
+    applied = migrate_or_exit(database_url_or_exit(settings))
+    click.echo(f"applied {len(applied)} migration(s)" if applied else "database is up to date")
+
+
+@db.command("status")
+def db_status() -> None:
+    """List every migration and whether it is applied, pending or edited."""
+    settings = settings_or_exit()
+    rows = status(database_url_or_exit(settings))
+    width = max(len(row.name) for row in rows)
+    for row in rows:
+        when = row.applied_at.strftime("%Y-%m-%d %H:%M:%S%z") if row.applied_at else ""
+        click.echo(f"{row.name:<{width}}  {row.state:<8}  {when}".rstrip())
+    if any(row.state in ("edited", "unknown") for row in rows):
+        sys.exit(1)
+
+
+@db.command("url")
+def db_url() -> None:
+    """Print the database URL in use, e.g. for: psql "$(yuxi db url)"."""
+    settings = settings_or_exit()
+    click.echo(database_url_or_exit(settings))
+    if not settings.database_url:
+        click.echo(
+            "note: the embedded server stops when the last yuxi process using it exits;"
+            " keep `yuxi up` running while you use this URL",
+            err=True,
+        )
