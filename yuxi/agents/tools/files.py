@@ -1,0 +1,174 @@
+"""``list_files``, ``read_file``, ``write_file``: confined to the conversation's workdir.
+
+A path is resolved (``..`` and symlinks followed) before it is checked, so nothing
+outside the run's ``context.workdir`` can be listed, read or written.
+
+The names in the tool signatures (``ToolRuntime``, ``BaseContext``) must stay
+importable at module level, not under ``TYPE_CHECKING``: with postponed annotations
+LangChain and LangGraph resolve them with ``typing.get_type_hints`` against this
+module's globals to find the injected ``runtime`` argument.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from langchain.tools import ToolRuntime
+from langchain_core.tools import ToolException, tool
+
+from yuxi.agents.context import BaseContext
+
+MAX_READ_BYTES = 256 * 1024
+MAX_WRITE_BYTES = 4 * 1024 * 1024
+MAX_LIST_ENTRIES = 1000
+
+
+def _workdir(runtime: ToolRuntime[BaseContext], *, create: bool = False) -> Path:
+    """The run's working directory, resolved (symlinks followed)."""
+    raw = getattr(runtime.context, "workdir", None)
+    if not raw:
+        raise ToolException(
+            "this conversation has no working directory; file tools are unavailable"
+        )
+    root = Path(raw)
+    if create:
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ToolException(
+                f"cannot create the conversation's working directory: {exc.strerror}"
+            ) from None
+    root = root.resolve()
+    if not root.is_dir():
+        raise ToolException("the conversation's working directory does not exist")
+    return root
+
+
+def _resolve(root: Path, path: str) -> Path:
+    """``path`` resolved against ``root``; refused unless it stays inside ``root``.
+
+    Relative paths are taken from ``root``; an absolute path is used as given. ``..``
+    and symlinks are resolved before the check, so neither can lead outside.
+    """
+    if "\x00" in path:
+        raise ToolException("invalid path: contains a NUL character")
+    try:
+        resolved = (root / path).resolve()
+    except (OSError, RuntimeError, ValueError):  # e.g. a symlink loop
+        raise ToolException(f"cannot resolve path {path}") from None
+    if not resolved.is_relative_to(root):
+        raise ToolException(f"path {path} is outside the conversation's working directory")
+    return resolved
+
+
+def _display(root: Path, resolved: Path) -> str:
+    return resolved.relative_to(root).as_posix()
+
+
+@tool(parse_docstring=True)
+def list_files(runtime: ToolRuntime[BaseContext], path: str = ".") -> str:
+    """List a directory of the conversation's working directory, one entry per line.
+
+    Entries are paths relative to the working directory, sorted; directories end with "/".
+
+    Args:
+        path: Directory relative to the working directory. Default: the working directory.
+    """
+    root = _workdir(runtime)
+    target = _resolve(root, path)
+    if not target.exists():
+        raise ToolException(f"no such directory: {path}")
+    if not target.is_dir():
+        raise ToolException(f"{path} is a file, not a directory; use read_file")
+    try:
+        children = sorted(target.iterdir(), key=lambda p: p.name)
+    except OSError as exc:
+        raise ToolException(f"cannot list {path}: {exc.strerror}") from None
+    if not children:
+        return f"(directory {_display(root, target)} is empty)"
+    lines = []
+    base = target.relative_to(root)
+    for child in children[:MAX_LIST_ENTRIES]:
+        name = (base / child.name).as_posix()
+        lines.append(f"{name}/" if child.is_dir() else name)
+    if len(children) > MAX_LIST_ENTRIES:
+        lines.append(f"... and {len(children) - MAX_LIST_ENTRIES} more entries")
+    return "\n".join(lines)
+
+
+def _decode_text(data: bytes, *, truncated: bool) -> str | None:
+    """UTF-8 text of ``data``, or None if it is not text. A truncated tail may end
+    inside a multi-byte character; that partial character is dropped."""
+    if b"\x00" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if truncated and exc.start >= len(data) - 3:
+            try:
+                return data[: exc.start].decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        return None
+
+
+@tool(parse_docstring=True)
+def read_file(runtime: ToolRuntime[BaseContext], path: str) -> str:
+    """Read a UTF-8 text file of the conversation's working directory.
+
+    Returns at most the first 256 KiB and says so when the file is longer.
+
+    Args:
+        path: File path relative to the working directory.
+    """
+    root = _workdir(runtime)
+    target = _resolve(root, path)
+    if not target.exists():
+        raise ToolException(f"no such file: {path}")
+    if target.is_dir():
+        raise ToolException(f"{path} is a directory, not a file; use list_files")
+    if not target.is_file():
+        raise ToolException(f"{path} is not a regular file")
+    try:
+        with target.open("rb") as handle:
+            size = target.stat().st_size
+            data = handle.read(MAX_READ_BYTES + 1)
+    except OSError as exc:
+        raise ToolException(f"cannot read {path}: {exc.strerror}") from None
+    truncated = len(data) > MAX_READ_BYTES
+    if truncated:
+        data = data[:MAX_READ_BYTES]
+    text = _decode_text(data, truncated=truncated)
+    if text is None:
+        raise ToolException(f"{path} is not a UTF-8 text file")
+    if truncated:
+        text += (
+            f"\n\n[truncated: showing the first {MAX_READ_BYTES} bytes"
+            f" of {max(size, MAX_READ_BYTES + 1)} bytes]"
+        )
+    return text
+
+
+@tool(parse_docstring=True)
+def write_file(runtime: ToolRuntime[BaseContext], path: str, content: str) -> str:
+    """Write a UTF-8 text file in the conversation's working directory.
+
+    Replaces the file if it exists; creates missing parent directories.
+
+    Args:
+        path: File path relative to the working directory.
+        content: The complete new content of the file.
+    """
+    root = _workdir(runtime, create=True)
+    target = _resolve(root, path)
+    if target == root or target.is_dir():
+        raise ToolException(f"{path} is a directory, not a file")
+    data = content.encode("utf-8")
+    if len(data) > MAX_WRITE_BYTES:
+        raise ToolException(f"content is too large ({len(data)} bytes; limit {MAX_WRITE_BYTES})")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    except OSError as exc:
+        raise ToolException(f"cannot write {path}: {exc.strerror}") from None
+    return f"wrote {len(data)} bytes to {_display(root, target)}"
