@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -12,10 +13,14 @@ from yuxi.agents.context import BaseContext
 
 class BaseAgent:
     """An agent backend. Subclasses set the class attributes and build the graph from a
-    prepared Context; they never read configuration from anywhere else."""
+    prepared Context; they never read configuration from anywhere else.
+
+    ``backend_id`` is the name of the backend's entry point in the ``yuxi.agents`` group
+    (the registry sets it when the class does not); ``name`` defaults to it.
+    """
 
     backend_id: ClassVar[str]
-    name: ClassVar[str]
+    name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     context_schema: ClassVar[type[BaseContext]] = BaseContext
     # fixed UI affordances (e.g. "file_upload", "files"), not runtime state
@@ -27,12 +32,13 @@ class BaseAgent:
         """The graph for one run, built from the prepared ``context``."""
         raise NotImplementedError
 
-    def get_info(self) -> dict[str, Any]:
-        """Static description of the backend, with its configuration form."""
+    def get_info(self, options: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+        """Description of the backend, with its configuration form; ``options`` as in
+        ``BaseContext.get_configurable_items``."""
         return {
             "backend_id": self.backend_id,
-            "name": self.name,
+            "name": self.name or self.backend_id,
             "description": self.description,
             "capabilities": list(self.capabilities),
-            "configurable_items": self.context_schema.get_configurable_items(),
+            "configurable_items": self.context_schema.get_configurable_items(options),
         }

@@ -11,7 +11,6 @@ from langgraph.graph.state import CompiledStateGraph
 from yuxi.agents.base import BaseAgent
 from yuxi.agents.context import BaseContext
 from yuxi.agents.graph import build_agent_graph
-from yuxi.agents.registry import register_backend
 
 
 @dataclass(kw_only=True)
@@ -31,7 +30,6 @@ class ChatBotContext(BaseContext):
     )
 
 
-@register_backend
 class ChatBotAgent(BaseAgent):
     backend_id = "chatbot"
     name = "Chatbot"

@@ -5,6 +5,11 @@ Field metadata drives the configuration form an API client renders
 ``configurable`` (default True) and ``hide`` (default False). Only configurable fields
 are loaded from an agent's stored ``config_json.context``; identity and runtime fields
 are set by the worker.
+
+A field's ``kind`` names what its values are. For the resource kinds (``tools``,
+``knowledges``, ``mcps``, ``skills``, ``agents``) the ids a client may choose depend on
+the database and the user, so the caller passes them to ``get_configurable_items``
+and they fill the items' ``options``; a custom field of one of these kinds gets them too.
 """
 
 from __future__ import annotations
@@ -12,8 +17,16 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+
+ToolApprovalMode = Literal["auto", "ask"]
+TOOL_APPROVAL_MODES: tuple[ToolApprovalMode, ...] = ("auto", "ask")
+DEFAULT_TOOL_APPROVAL_MODE: ToolApprovalMode = "auto"
+
+# Field kinds whose options are ids the caller reads from the database for a user.
+OPTION_KINDS = ("tools", "knowledges", "mcps", "skills", "agents")
 
 
 def _meta(
@@ -103,8 +116,9 @@ class BaseContext:
     )
 
     # Set by the worker for one run; never loaded from stored configuration.
-    tool_approval_mode: str = field(
-        default="auto", metadata=_runtime("Tool approval mode of this run (auto or ask)")
+    tool_approval_mode: ToolApprovalMode = field(
+        default=DEFAULT_TOOL_APPROVAL_MODE,
+        metadata=_runtime("Tool approval mode of this run (auto or ask)"),
     )
     uid: str = field(default="", metadata=_runtime("User id"))
     thread_id: str = field(default="", metadata=_runtime("Conversation id"))
@@ -122,29 +136,46 @@ class BaseContext:
         return [f for f in dataclasses.fields(cls) if f.metadata.get("configurable", True)]
 
     @classmethod
-    def get_configurable_items(cls) -> list[dict[str, Any]]:
-        """The configuration form: one item per visible configurable field."""
+    def get_configurable_items(
+        cls, options: Mapping[str, Sequence[str]] | None = None
+    ) -> list[dict[str, Any]]:
+        """The configuration form: one item per visible configurable field.
+
+        ``options`` maps a field kind (``OPTION_KINDS``) to the ids a client may select,
+        e.g. ``{"tools": builtin_tool_names(), "agents": [visible subagent slugs]}``; a
+        field whose metadata fixes its own ``options`` keeps them.
+        """
         items = []
         for f in cls.configurable_fields():
             if f.metadata.get("hide", False):
                 continue
+            kind = f.metadata.get("kind", "text")
+            choices = f.metadata.get("options")
+            if choices is None and options is not None and kind in options:
+                choices = list(options[kind])
             items.append(
                 {
                     "key": f.name,
                     "name": f.metadata.get("name", f.name),
                     "description": f.metadata.get("description", ""),
-                    "kind": f.metadata.get("kind", "text"),
+                    "kind": kind,
                     "type": _type_name(cls, f),
-                    "options": f.metadata.get("options"),
+                    "options": choices,
                     "default": _default(f),
                 }
             )
         return items
 
+    @classmethod
+    def settable_keys(cls) -> list[str]:
+        """The keys an agent's stored ``config.context`` may hold, in field order."""
+        return [f.name for f in cls.configurable_fields() if not f.metadata.get("hide", False)]
+
     def update_from_dict(self, config: dict[str, Any]) -> list[str]:
         """Loads the configurable fields present in ``config``; returns the keys ignored
-        (unknown, or not configurable)."""
-        allowed = {f.name for f in self.configurable_fields() if not f.metadata.get("hide", False)}
+        (unknown, or not configurable). Saving refuses such keys
+        (``yuxi.agents.config.check_agent_config``); rows stored before that still load."""
+        allowed = set(self.settable_keys())
         ignored = []
         for key, value in config.items():
             if key in allowed:
@@ -152,6 +183,21 @@ class BaseContext:
             else:
                 ignored.append(key)
         return ignored
+
+    def set_tool_approval_mode(self, mode: object) -> None:
+        """Sets this run's approval mode from the run's input (``None`` or ``""`` means
+        the default, ``auto``); the only writer of ``tool_approval_mode``."""
+        value = mode or DEFAULT_TOOL_APPROVAL_MODE
+        if value not in TOOL_APPROVAL_MODES:
+            raise ValueError(
+                f"unknown tool approval mode {value!r} (known: {', '.join(TOOL_APPROVAL_MODES)})"
+            )
+        self.tool_approval_mode = value
+
+    @property
+    def asks_tool_approval(self) -> bool:
+        """Whether every tool call of this run waits for the user's approval first."""
+        return self.tool_approval_mode == "ask"
 
     def configurable_values(self) -> dict[str, Any]:
         """The values of every configurable field (what a manifest digests)."""

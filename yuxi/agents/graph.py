@@ -71,7 +71,7 @@ def build_agent_graph(
         context.model,
         tool_names,
         delegates,
-        context.tool_approval_mode,
+        context.asks_tool_approval,
         context.summary_threshold,
         context.summary_keep_messages,
         context.summary_prompt,
@@ -97,7 +97,7 @@ def _compile(
     model = load_chat_model(context.model)
     tools = [BUILTIN_TOOLS[name] for name in tool_names] + ([task] if delegates else [])
     middleware: list[AgentMiddleware[Any, Any]] = [_context_prompt]
-    if context.tool_approval_mode == "ask" and tools:
+    if context.asks_tool_approval and tools:
         middleware.append(
             HumanInTheLoopMiddleware(
                 interrupt_on={

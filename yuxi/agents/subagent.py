@@ -11,7 +11,6 @@ from langgraph.graph.state import CompiledStateGraph
 from yuxi.agents.base import BaseAgent
 from yuxi.agents.context import BaseContext
 from yuxi.agents.graph import build_agent_graph
-from yuxi.agents.registry import register_backend
 
 
 def _hidden(description: str) -> dict[str, Any]:
@@ -36,7 +35,6 @@ class SubAgentContext(BaseContext):
     is_subagent_runtime: bool = field(default=True, metadata=_hidden("Marks a subagent run"))
 
 
-@register_backend
 class SubAgent(BaseAgent):
     backend_id = "subagent"
     name = "Subagent"
