@@ -21,10 +21,9 @@ from uuid import UUID
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from procrastinate import App, PsycopgConnector
-from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from yuxi.db.pools import app_pool, checkpointer_pool, procrastinate_pool
 from yuxi.queue.maintenance import reconcile_expired_leases, redeliver_orphans
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.executor import ExecutorSettings, RunExecutor
@@ -60,21 +59,8 @@ async def open_runtime(
 ) -> AsyncIterator[WorkerRuntime]:
     """Pools, checkpointer and cancel listener for one worker process. ``catalog``
     replaces the database's resource catalog (for embedding yuxi with other resources)."""
-    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        url,
-        min_size=1,
-        max_size=max(settings.worker_concurrency + 2, settings.pool_max_size),
-        open=False,
-        kwargs={"autocommit": True},
-    )
-    # AsyncPostgresSaver needs autocommit, no prepared statements and dict rows.
-    saver_pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        url,
-        min_size=1,
-        max_size=max(settings.worker_concurrency, 2),
-        open=False,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-    )
+    pool = app_pool(url, max_size=max(settings.worker_concurrency + 2, settings.pool_max_size))
+    saver_pool = checkpointer_pool(url, max_size=max(settings.worker_concurrency, 2))
     watcher = CancelWatcher(url)
     await pool.open()
     await saver_pool.open()
@@ -142,10 +128,6 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings) -> App:
     return app
 
 
-async def _autocommit(conn: AsyncConnection[Any]) -> None:
-    await conn.set_autocommit(True)
-
-
 async def run_worker(
     url: str,
     settings: Settings,
@@ -155,13 +137,7 @@ async def run_worker(
 ) -> None:
     """Runs a worker until it is stopped (SIGINT/SIGTERM: stop taking runs, let running
     ones finish within the grace period, then release them for another attempt)."""
-    # procrastinate's own calls are single statements: an autocommit pool without a
-    # liveness query per checkout halves their round trips
-    # (autocommit is set in configure: procrastinate's listener reuses the pool's kwargs
-    # and passes autocommit itself)
-    jobs_pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        url, min_size=1, max_size=4, open=False, configure=_autocommit
-    )
+    jobs_pool = procrastinate_pool(url, max_size=4)
     async with open_runtime(url, settings, catalog=catalog) as runtime, jobs_pool:
         app = build_app(url, runtime, settings)
         async with app.open_async(pool=jobs_pool):
