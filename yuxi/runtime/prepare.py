@@ -58,7 +58,9 @@ async def prepare_agent_runtime_context(
 
     payload = run.input_payload
     context.model = str(payload.get("model_spec") or context.model)
-    context.tool_approval_mode = str(payload.get("tool_approval_mode") or "auto")
+    # the one place the approval mode is read from the run's input; the rest of the
+    # runtime reads the prepared Context
+    context.set_tool_approval_mode(payload.get("tool_approval_mode"))
     context.uid = str(run.uid)
     context.thread_id = str(run.thread_id)
     context.run_id = str(run.run_id)
