@@ -78,6 +78,7 @@ from psycopg import AsyncConnection, AsyncCursor, pq, sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+import yuxi.runtime.events as events_module
 import yuxi.runtime.executor as executor_module
 from tests.bench.harness import (
     BenchDatabase,
@@ -354,7 +355,7 @@ class Phases:
             (executor_module, "prepare_agent_runtime_context", "prepare context"),
             (executor_module, "commit_manifest", "commit_manifest (+ identity re-check)"),
             (ChatBotAgent, "get_graph", "get_graph (compiles the graph)"),
-            (executor_module, "append_events", "append_events (+ notify)"),
+            (events_module, "append_events", "append_events (+ notify)"),
             (executor_module, "finish_run", "finish_run (+ notify)"),
         ]
         sync_targets: list[tuple[object, str, str]] = [

@@ -16,6 +16,7 @@ from yuxi.runtime.inputs import ExecutionInput
 from yuxi.runtime.manifest import build_manifest, canonical_json, manifest_fingerprint
 from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
 from yuxi.runtime.resources import narrow, narrow_subagents, skill_closure
+from yuxi.runtime.workspace import ClientPaths, client_path
 
 
 class Catalog:
@@ -234,3 +235,25 @@ def test_configurable_items_describe_the_form() -> None:
     sub = {item["key"] for item in SubAgentContext.get_configurable_items()}
     assert "subagents" not in sub and "parent_thread_id" not in sub
     assert SubAgent().get_info()["backend_id"] == "subagent"
+
+
+def test_client_path_is_relative_to_the_workspace(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspaces" / "u"
+    assert client_path(workspace, workspace / "threads" / "t") == "threads/t"
+    assert client_path(workspace, f"{workspace}/projects/p/") == "projects/p"
+    assert client_path(workspace, workspace) == "."
+    assert client_path(workspace, workspace / ".." / "v") is None
+    assert client_path(workspace, "/srv/elsewhere") is None
+
+
+def test_hidden_paths_keep_only_what_a_client_may_see(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    paths = ClientPaths(home, home / "workspaces" / "u", workdir="/srv/data")
+    text = (
+        f"'{home}/workspaces/u/threads/t/a.txt' '{home}/workspaces/u' "
+        f"'{home}/workspaces/u2/x' '{home}/pgdata' '{home}x' '/srv/data/f' '/srv/database'"
+    )
+    assert paths.hide(text) == (
+        "'threads/t/a.txt' '.' '<home>/workspaces/u2/x' '<home>/pgdata' "
+        f"'{home}x' '<workdir>/f' '/srv/database'"
+    )

@@ -13,28 +13,45 @@ its worker gives up.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 from uuid import UUID
+
+from psycopg_pool import AsyncConnectionPool
 
 from yuxi.queue.errors import QueueError
 from yuxi.queue.models import ClaimedRun
 from yuxi.queue.reads import run_result
 from yuxi.queue.runs import create_subagent_run, get_run
 
-if TYPE_CHECKING:
-    from yuxi.runtime.executor import RunExecutor
-
 ENDED = frozenset({"completed", "failed", "cancelled", "interrupted"})
 POLL_SECONDS = 0.2
 
 
+class Executor(Protocol):
+    """What child runs need from the worker's run executor."""
+
+    @property
+    def pool(self) -> AsyncConnectionPool[Any]:
+        """The executor's connection pool (autocommit)."""
+        ...
+
+    async def execute(self, run_id: UUID) -> str | None:
+        """Claims and executes ``run_id``; its final status, or None if another
+        delivery holds it."""
+        ...
+
+
 class ChildRuns:
-    def __init__(self, executor: RunExecutor, parent: ClaimedRun, uid: UUID) -> None:
+    """The ``Delegate`` of one parent run: starts and executes its child runs."""
+
+    def __init__(self, executor: Executor, parent: ClaimedRun, uid: UUID) -> None:
         self._executor = executor
         self._parent = parent
         self._uid = uid
 
     async def run_subagent(self, slug: str, task: str) -> str:
+        """Runs subagent ``slug`` on ``task`` as a child run of the parent; its answer,
+        or one line saying how it ended instead."""
         pool = self._executor.pool
         try:
             async with pool.connection() as conn:

@@ -1,0 +1,143 @@
+"""What goes into a run's graph and what comes out of it, in yuxi's terms.
+
+In: the run's input message, a resume value translated for the pending interrupts, or
+nothing when a retry continues from the checkpoint. Out: the messages to store, the
+interrupts, and the JSON payloads of the run's events.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command, Interrupt
+
+from yuxi.agents.context import BaseContext
+from yuxi.queue.models import ClaimedRun, OutputMessage
+from yuxi.runtime.inputs import ExecutionInput
+
+
+async def graph_input(
+    graph: Any, config: RunnableConfig, run: ExecutionInput, attempt_no: int
+) -> Any:
+    """What to stream: the run's input, or nothing when an earlier attempt of this run
+    already checkpointed it and left work pending (the retry continues from there)."""
+    retry = attempt_no > 1
+    state = await graph.aget_state(config) if retry or run.run_type == "resume" else None
+    if run.run_type == "resume":
+        assert state is not None
+        if retry and state.next and not state.interrupts:
+            return None  # the earlier attempt already answered the interrupt
+        return Command(resume=resume_value(run.input_payload.get("resume"), state.interrupts))
+    if run.run_type == "subagent":
+        task = run.input_payload.get("task")
+        text = task if isinstance(task, str) else json.dumps(run.input_payload, sort_keys=True)
+    else:
+        text = run.input_text or ""
+    # a stable id: a re-sent input replaces itself instead of appearing twice
+    message_id = f"yuxi-input-{run.run_id}"
+    if state is not None and state.next:
+        messages = state.values.get("messages") or []
+        if any(getattr(message, "id", None) == message_id for message in messages):
+            return None
+    return {"messages": [{"role": "user", "content": text, "id": message_id}]}
+
+
+def resume_value(value: Any, pending: tuple[Interrupt, ...] | list[Interrupt]) -> Any:
+    """Translates the API's resume value for the pending interrupt(s).
+
+    An approval (``{"decision": "approve"|"reject", "message"?}``) answers every tool
+    call of a human-in-the-loop request; anything else (e.g. the answer to ``ask_user``)
+    is passed as it is. Several pending interrupts get the same answer, keyed by id.
+    """
+
+    def answer(interrupt: Interrupt) -> Any:
+        request = interrupt.value
+        if isinstance(request, dict) and "action_requests" in request and isinstance(value, dict):
+            if "decisions" in value:
+                return value
+            decision: dict[str, Any] = {"type": value.get("decision", "reject")}
+            if decision["type"] == "reject" and value.get("message"):
+                decision["message"] = str(value["message"])
+            return {"decisions": [decision for _ in request["action_requests"]]}
+        return value
+
+    if len(pending) == 1:
+        return answer(pending[0])
+    if not pending:
+        return value
+    return {interrupt.id: answer(interrupt) for interrupt in pending}
+
+
+def interrupt_of(value: Any) -> Interrupt:
+    """An interrupt of an ``updates`` stream part as an ``Interrupt``."""
+    # updates carry Interrupt objects or their dict form, depending on the stream version
+    if isinstance(value, Interrupt):
+        return value
+    return Interrupt(value=value.get("value"), id=value.get("id", ""))
+
+
+def messages_of(update: Any) -> list[BaseMessage]:
+    """The AI messages and tool results of one node's update (what a run stores)."""
+    if not isinstance(update, dict):
+        return []
+    messages = update.get("messages") or []
+    if not isinstance(messages, list):
+        messages = [messages]
+    return [m for m in messages if isinstance(m, (AIMessage, ToolMessage))]
+
+
+def stored_message(message: BaseMessage) -> OutputMessage:
+    """``message`` as a row of ``yuxi.messages`` (role, text, metadata)."""
+    if isinstance(message, ToolMessage):
+        return OutputMessage(
+            "tool",
+            text_of(message),
+            {
+                "name": message.name,
+                "tool_call_id": message.tool_call_id,
+                "status": message.status,
+            },
+        )
+    metadata: dict[str, Any] = {}
+    if isinstance(message, AIMessage) and message.tool_calls:
+        metadata["tool_calls"] = tool_calls_of(message)
+    return OutputMessage("assistant", text_of(message), metadata)
+
+
+def tool_calls_of(message: AIMessage) -> list[dict[str, Any]]:
+    """The tool calls of an AI message, as events and stored messages show them."""
+    return [{"id": c["id"], "name": c["name"], "args": c["args"]} for c in message.tool_calls]
+
+
+def text_of(message: BaseMessage) -> str:
+    """The message's text as a plain ``str``."""
+    # .text is a str-like accessor in langchain-core 1.x; store and send plain str
+    return str(message.text)
+
+
+def metadata_payload(
+    claimed: ClaimedRun, context: BaseContext, workdir: str | None
+) -> dict[str, Any]:
+    """The ``metadata`` event of one attempt. ``workdir`` is the client's form of the
+    Context's workdir (relative to the user's workspace), never the host path."""
+    return {
+        "run_id": str(claimed.run_id),
+        "thread_id": str(claimed.thread_id),
+        "attempt": claimed.attempt_no,
+        "model": context.model,
+        "tool_approval_mode": context.tool_approval_mode,
+        "workdir": workdir,
+    }
+
+
+def interrupt_payload(interrupts: list[Interrupt]) -> dict[str, Any]:
+    """The ``interrupt`` event: each pending interrupt's id and JSON value."""
+    return {"interrupts": [{"id": i.id, "value": jsonable(i.value)} for i in interrupts]}
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` made JSON-compatible (anything unknown becomes its ``str``)."""
+    return json.loads(json.dumps(value, default=str))
