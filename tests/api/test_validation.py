@@ -297,3 +297,18 @@ async def test_error_bodies_are_json(api: Api) -> None:
     response = await post_raw(api.alice, "/api/agent/runs", b"{")
     assert response.headers["content-type"].startswith("application/json")
     assert json.loads(response.text)["error"]["code"]
+
+
+@pytest.mark.parametrize(
+    "workdir_path",
+    ["x" * 5_000, "x" * 201, "", "é" * 150],
+    ids=["5000", "201", "empty", "300-bytes-component"],
+)
+async def test_a_workdir_path_the_server_cannot_take_is_400(api: Api, workdir_path: str) -> None:
+    response = await api.alice.post(
+        "/api/projects", json={"name": "p", "workdir_path": workdir_path}
+    )
+    # "é" * 150 is within the length limit, but a 300-byte name the filesystem refuses
+    error = error_of(response, 400)
+    assert "workdir_path" in error["message"]
+    assert str(api.settings.home.resolve()) not in response.text

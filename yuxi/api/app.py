@@ -20,6 +20,7 @@ from yuxi.api.access_log import AccessLog
 from yuxi.api.dependencies import caller, connection
 from yuxi.api.errors import EXCEPTION_HANDLERS
 from yuxi.api.event_hub import EventHub
+from yuxi.api.limits import refuse_deep_json
 from yuxi.api.routes.agents import AgentsController
 from yuxi.api.routes.projects import ProjectsController
 from yuxi.api.routes.requests import RequestEventsController
@@ -75,6 +76,7 @@ def create_app(url: str, settings: Settings) -> Litestar:
             ScheduledJobsController,
         ],
         dependencies={"conn": Provide(connection), "user": Provide(caller)},
+        before_request=refuse_deep_json,
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=[lifespan],
         request_max_body_size=settings.max_body_bytes,

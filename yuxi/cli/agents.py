@@ -19,18 +19,24 @@ class AgentFileError(ValueError):
 
 
 def parse_agent_file(data: bytes) -> NewAgent:
-    """Decodes an agent file (the body of ``POST /api/agents``) and checks its backend."""
+    """Decodes an agent file (the body of ``POST /api/agents``) and checks its backend
+    and its config as the API does."""
+    from yuxi.agents.config import AgentConfigError, check_agent_config
     from yuxi.agents.registry import UnknownBackend, get_backend
+    from yuxi.api.limits import check_json_depth
 
     try:
+        check_json_depth(data)
         spec = msgspec.json.decode(data, type=NewAgent)
     except msgspec.ValidationError as error:
         raise AgentFileError(f"invalid agent: {error}") from None
     except msgspec.DecodeError as error:
         raise AgentFileError(f"malformed JSON: {error}") from None
+    except ValueError as error:  # nested too deep
+        raise AgentFileError(str(error)) from None
     try:
-        get_backend(spec.backend_id)
-    except UnknownBackend as error:
+        check_agent_config(get_backend(spec.backend_id), spec.config)
+    except (UnknownBackend, AgentConfigError) as error:
         raise AgentFileError(str(error)) from None
     return spec
 

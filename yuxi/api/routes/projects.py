@@ -42,6 +42,8 @@ class ProjectsController(Controller):
             raise ValidationException("names and paths cannot contain NUL characters")
         if not data.name.strip() or len(data.name) > 200:
             raise ValidationException("a project name is 1-200 characters")
+        if data.workdir_path is not None and not 0 < len(data.workdir_path) <= 200:
+            raise ValidationException("workdir_path is 1-200 characters")
         projects = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid)) / "projects"
         workdir = (projects / (data.workdir_path or uuid4().hex[:12])).resolve()
         # a project's files stay in its owner's workspace: agents' file tools work there
@@ -49,7 +51,12 @@ class ProjectsController(Controller):
             raise ValidationException(
                 "workdir_path is a relative directory name inside your workspace's projects/"
             )
-        await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+        try:
+            await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+        except OSError as error:  # a name the filesystem refuses; never show the host path
+            raise ValidationException(
+                f"workdir_path cannot be created: {error.strerror or type(error).__name__}"
+            ) from None
         return _view(await project_create(conn, user.uid, data.name, str(workdir)))
 
     @get("/", summary="The caller's projects")
