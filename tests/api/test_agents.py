@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import Api, error_of
+from tests.fixtures.agent_package import install_agent_package, on_sys_path
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -78,12 +79,14 @@ async def test_admin_creates_and_updates_an_agent(api: Api) -> None:
 
     response = await api.admin.put(
         "/api/agents/made-by-admin",
-        json=agent_body(name="Renamed", description="new", config={"context": {"x": 1}}),
+        json=agent_body(
+            name="Renamed", description="new", config={"context": {"system_prompt": "Be brief."}}
+        ),
     )
     assert response.status_code == 200, response.text
     updated = response.json()
     assert (updated["name"], updated["description"]) == ("Renamed", "new")
-    assert updated["config"] == {"context": {"x": 1}}
+    assert updated["config"] == {"context": {"system_prompt": "Be brief."}}
     detail = (await api.bob.get("/api/agents/made-by-admin")).json()
     assert detail["name"] == "Renamed"
 
@@ -168,6 +171,74 @@ async def test_share_scope_selected_hides_the_agent(api: Api) -> None:
     error_of(await api.bob.get("/api/agents/private"), 404, "not_found")
     error_of(await api.bob.post("/api/chat/thread", json={"agent_id": "private"}), 404)
     assert (await api.alice.get("/api/agents/private")).json()["share_scope"] == "selected"
+
+
+@pytest.mark.parametrize(
+    ("backend_id", "config", "message"),
+    [
+        ("chatbot", {"context": {"foo": 1}}, "unknown key 'foo' in config.context (known: "),
+        ("chatbot", {"context": {"uid": "x"}}, "key 'uid' in config.context is not configurable"),
+        (
+            "chatbot",
+            {"context": {"tool_approval_mode": "ask"}},
+            "key 'tool_approval_mode' in config.context is not configurable",
+        ),
+        ("subagent", {"context": {"subagents": []}}, "unknown key 'subagents' in config.context"),
+        ("chatbot", {"context": {}, "tools": []}, "unknown key 'tools' in config (known: context)"),
+        ("chatbot", {"context": {"tools": "calculator"}}, "config.context.tools must be a list"),
+        ("chatbot", {"context": {"summary_threshold": "5"}}, "must be an integer"),
+    ],
+    ids=str,
+)
+async def test_what_an_agent_s_context_cannot_hold_is_refused_by_name(
+    api: Api, backend_id: str, config: dict[str, Any], message: str
+) -> None:
+    body = agent_body("refused-config", backend_id=backend_id, config=config)
+    created = error_of(await api.admin.post("/api/agents", json=body), 400, "invalid_input")
+    assert message in created["message"]
+    error_of(await api.admin.get("/api/agents/refused-config"), 404)
+
+    body = agent_body(backend_id=backend_id, config=config)
+    updated = error_of(await api.admin.put("/api/agents/chatbot", json=body), 400, "invalid_input")
+    assert updated["message"] == created["message"]
+    unchanged = (await api.admin.get("/api/agents/chatbot")).json()
+    assert unchanged["config"] == {"context": {"model": "builtin:scripted"}}
+    assert unchanged["backend_id"] == "chatbot"
+
+
+async def test_every_visible_configurable_item_may_be_saved(api: Api) -> None:
+    detail = (await api.admin.get("/api/agents/chatbot")).json()
+    context = {item["key"]: item["default"] for item in detail["configurable_items"]}
+    context["model"] = "builtin:scripted"
+    body = agent_body("all-defaults", config={"context": context})
+    response = await api.admin.post("/api/agents", json=body)
+    assert response.status_code == 201, response.text
+    assert response.json()["config"] == {"context": context}
+
+
+async def test_an_installed_agent_package_is_configured_like_a_built_in(
+    api: Api, tmp_path: Path
+) -> None:
+    with on_sys_path(install_agent_package(tmp_path / "site")):
+        config = {"context": {"model": "builtin:scripted", "greeting": "Hi", "style": "loud"}}
+        body = agent_body("api-greeter", backend_id="example", config=config)
+        response = await api.admin.post("/api/agents", json=body)
+        assert response.status_code == 201, response.text
+        detail = response.json()
+        assert (detail["backend_id"], detail["config"]) == ("example", config)
+        items = {item["key"]: item for item in detail["configurable_items"]}
+        assert items["greeting"]["default"] == "Hello"
+        assert items["style"]["options"] == ["plain", "loud"]
+
+        body = agent_body(backend_id="example", config={"context": {"style": "shout"}})
+        refused = error_of(await api.admin.put("/api/agents/api-greeter", json=body), 400)
+        assert "config.context.style" in refused["message"]
+        body = agent_body("api-other", config={"context": {"greeting": "Hi"}})  # a chatbot
+        refused = error_of(await api.admin.post("/api/agents", json=body), 400)
+        assert "unknown key 'greeting'" in refused["message"]
+    # without the package its agents stay listed, with an empty form
+    detail = (await api.bob.get("/api/agents/api-greeter")).json()
+    assert (detail["configurable_items"], detail["config"]) == ([], config)
 
 
 @pytest.mark.parametrize("attempts", [2**40, -(2**40)])

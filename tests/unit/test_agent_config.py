@@ -3,6 +3,8 @@ the run's tool approval mode."""
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,3 +189,15 @@ def test_an_unknown_tool_approval_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown tool approval mode 'sometimes'"):
         context.set_tool_approval_mode("sometimes")
     assert context.tool_approval_mode == "auto"
+
+
+def test_the_cli_s_agent_file_is_checked_the_same_way() -> None:
+    from yuxi.cli.agents import AgentFileError, parse_agent_file
+
+    def agent_file(context: dict[str, Any]) -> bytes:
+        body = {"slug": "x", "name": "X", "backend_id": "chatbot", "config": {"context": context}}
+        return json.dumps(body).encode()
+
+    with pytest.raises(AgentFileError, match=re.escape("unknown key 'foo' in config.context")):
+        parse_agent_file(agent_file({"foo": 1}))
+    assert parse_agent_file(agent_file({"tools": []})).config == {"context": {"tools": []}}

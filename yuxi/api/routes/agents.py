@@ -10,11 +10,12 @@ from litestar.exceptions import ValidationException
 from litestar.params import FromPath, JSONBody
 from psycopg import AsyncConnection
 
+from yuxi.agents.config import AgentConfigError, check_agent_config
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.api.auth import User, require_admin
 from yuxi.api.dto import AgentDetail, AgentSummary, CreateAgent, SaveAgent
 from yuxi.queue.agents import VisibleAgent, agent_save, agents_visible
-from yuxi.queue.errors import NotFound
+from yuxi.queue.errors import InvalidInput, NotFound
 
 Conn = NamedDependency[AsyncConnection[Any]]
 
@@ -94,7 +95,9 @@ async def _visible(conn: AsyncConnection[Any], user: User, slug: str) -> AgentDe
 
 async def _save(conn: AsyncConnection[Any], data: SaveAgent, slug: str, *, create: bool) -> None:
     try:
-        get_backend(data.backend_id)
+        check_agent_config(get_backend(data.backend_id), data.config)
     except UnknownBackend as error:
         raise ValidationException(str(error)) from None
+    except AgentConfigError as error:
+        raise InvalidInput(str(error)) from None
     await agent_save(conn, slug, data, create=create)
