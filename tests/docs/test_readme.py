@@ -10,11 +10,13 @@ in the order the README gives them.
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,17 +88,26 @@ def yuxi_up(db_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
         "YUXI_HOME": str(tmp_path / "home"),
         "YUXI_DATABASE_URL": db_url,
         "YUXI_PORT": str(port),
+        # the walkthrough's `uv run` must not re-lock or re-sync the environment this
+        # test runs in; it runs the installed yuxi as it is
+        "UV_NO_SYNC": "1",
     }
-    log = (tmp_path / "yuxi-up.log").open("w")
-    process = subprocess.Popen(
-        [*_yuxi_command(), "up"], env=env, stdout=subprocess.PIPE, stderr=log, text=True
-    )
+    log_path = tmp_path / "yuxi-up.log"
+    with log_path.open("w") as log:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [*_yuxi_command(), "up"], env=env, stdout=subprocess.PIPE, stderr=log, text=True
+        )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_forward, args=(process, lines), daemon=True).start()
     try:
-        assert process.stdout is not None
         printed: list[str] = []
+        deadline = time.monotonic() + 60
         while not any(line.startswith("admin token (shown once): yx_") for line in printed):
-            line = process.stdout.readline()
-            assert line, f"yuxi up exited early: {printed} {(tmp_path / 'yuxi-up.log').read_text()}"
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"yuxi up printed no admin token: {printed}") from None
+            assert line, f"yuxi up exited early: {printed}\n{log_path.read_text()}"
             printed.append(line)
         assert f"api: http://127.0.0.1:{port}\n" in printed, printed
         _wait_for_a_worker(f"http://127.0.0.1:{port}")
@@ -108,9 +119,16 @@ def yuxi_up(db_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
-        log.close()
+
+
+def _forward(process: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
+    """Hands each line yuxi up prints to the test, then "" when it exits, so the test
+    can wait with a deadline instead of blocking on a read."""
+    assert process.stdout is not None
+    with process.stdout:
+        for line in process.stdout:
+            lines.put(line)
+    lines.put("")
 
 
 def _wait_for_a_worker(base: str) -> None:
