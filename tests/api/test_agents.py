@@ -180,8 +180,8 @@ async def test_share_scope_selected_hides_the_agent(api: Api) -> None:
         ("chatbot", {"context": {"uid": "x"}}, "key 'uid' in config.context is not configurable"),
         (
             "chatbot",
-            {"context": {"tool_approval_mode": "ask"}},
-            "key 'tool_approval_mode' in config.context is not configurable",
+            {"context": {"tool_approval_mode": "sometimes"}},
+            "config.context.tool_approval_mode",
         ),
         ("subagent", {"context": {"subagents": []}}, "unknown key 'subagents' in config.context"),
         ("chatbot", {"context": {}, "tools": []}, "unknown key 'tools' in config (known: context)"),
@@ -214,6 +214,21 @@ async def test_every_visible_configurable_item_may_be_saved(api: Api) -> None:
     response = await api.admin.post("/api/agents", json=body)
     assert response.status_code == 201, response.text
     assert response.json()["config"] == {"context": context}
+
+
+async def test_an_agent_s_default_approval_mode_is_stored_and_used(api: Api, worker: None) -> None:
+    config = {"context": {"model": "builtin:scripted", "tool_approval_mode": "ask"}}
+    response = await api.admin.post("/api/agents", json=agent_body("asks-first", config=config))
+    assert response.status_code == 201, response.text
+    assert response.json()["config"] == config
+    thread = await api.thread("alice", "asks-first")
+    asked = await api.submit(thread, '/tool calculator {"expression": "1 + 1"}')
+    assert (await api.wait_run(asked["run_id"]))["status"] == "interrupted"
+    thread = await api.thread("alice", "asks-first")
+    told = await api.submit(
+        thread, '/tool calculator {"expression": "1 + 1"}', tool_approval_mode="auto"
+    )
+    await api.completed(told["run_id"])
 
 
 async def test_an_installed_agent_package_is_configured_like_a_built_in(
@@ -260,16 +275,16 @@ async def test_projects_are_created_in_the_callers_workspace(api: Api) -> None:
     first = response.json()
     assert set(first) == {"id", "name", "workdir_path", "created_at"}
     assert first["name"] == "First"
-    workdir = Path(first["workdir_path"])
-    assert await asyncio.to_thread(workdir.is_dir)
-    assert workdir.is_relative_to(api.home.resolve())
-    assert str(api.uids["alice"]) in workdir.parts
+    # clients see the directory relative to their workspace, never the host's path
+    workspace = api.home.resolve() / "workspaces" / str(api.uids["alice"])
+    assert first["workdir_path"].startswith("projects/")
+    assert await asyncio.to_thread((workspace / first["workdir_path"]).is_dir)
 
     response = await api.alice.post("/api/projects", json={"name": "Second", "workdir_path": "a/b"})
     assert response.status_code == 201, response.text
     second = response.json()
-    assert Path(second["workdir_path"]).parts[-2:] == ("a", "b")
-    assert await asyncio.to_thread(Path(second["workdir_path"]).is_dir)
+    assert second["workdir_path"] == "projects/a/b"
+    assert await asyncio.to_thread((workspace / "projects" / "a" / "b").is_dir)
 
     mine = (await api.alice.get("/api/projects")).json()
     ids = [p["id"] for p in mine]

@@ -38,6 +38,9 @@ class ModeAgent(BaseAgent):
         {},
         {"context": {}},
         {"context": {"model": "builtin:scripted"}},
+        # the agent's default approval mode, read at intake
+        {"context": {"tool_approval_mode": "ask"}},
+        {"context": {"tool_approval_mode": "auto"}},
         {
             "context": {
                 "system_prompt": "Be brief.",
@@ -80,8 +83,13 @@ def test_a_custom_context_s_fields_pass() -> None:
         ),
         (
             ChatBotAgent,
-            {"context": {"tool_approval_mode": "ask"}},
-            "key 'tool_approval_mode' in config.context is not configurable",
+            {"context": {"tool_approval_mode": "sometimes"}},
+            'config.context.tool_approval_mode: "sometimes" is not one of "auto", "ask"',
+        ),
+        (
+            ChatBotAgent,
+            {"context": {"tool_approval_mode": None}},
+            "config.context.tool_approval_mode: null is not one of",
         ),
         (SubAgent, {"context": {"subagents": []}}, "unknown key 'subagents' in config.context"),
         (
@@ -142,8 +150,8 @@ def test_the_refusal_lists_the_known_keys() -> None:
     with pytest.raises(AgentConfigError) as error:
         check_agent_config(ChatBotAgent(), {"context": {"foo": 1}})
     known = str(error.value).split("(known: ")[1].rstrip(")").split(", ")
-    assert known == ChatBotContext.settable_keys()
-    assert "subagents" in known and "uid" not in known and "tool_approval_mode" not in known
+    assert known == [*ChatBotContext.settable_keys(), "tool_approval_mode"]
+    assert "subagents" in known and "uid" not in known
 
 
 def test_options_fill_the_resource_fields_by_kind() -> None:

@@ -5,6 +5,10 @@
 ``config.context`` must be a configurable, visible field of the backend's Context, with
 a value of the field's type. A key the Context does not have would otherwise be stored
 and silently ignored by every run.
+
+One more key is allowed: ``tool_approval_mode``, the agent's default approval mode,
+which ``yuxi.request_input`` reads at intake (the request's value first, the system's
+default after). It never loads into the Context; the worker sets the run's mode there.
 """
 
 from __future__ import annotations
@@ -16,13 +20,16 @@ import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from yuxi.agents.context import BaseContext
+from yuxi.agents.context import TOOL_APPROVAL_MODES, BaseContext
 
 if TYPE_CHECKING:
     # only for annotations: the check must not import langgraph (the CLI uses it)
     from yuxi.agents.base import BaseAgent
 
 SHAPE = 'config must be an object like {"context": {...}}'
+
+# keys of config.context the database reads at intake, with their allowed values
+INTAKE_KEYS: dict[str, tuple[str, ...]] = {"tool_approval_mode": TOOL_APPROVAL_MODES}
 
 
 class AgentConfigError(ValueError):
@@ -45,14 +52,25 @@ def check_agent_config(backend: BaseAgent | type[BaseAgent], config: object) -> 
     fields = {f.name: f for f in dataclasses.fields(schema)}
     settable = schema.settable_keys()
     for key, value in context.items():
+        if key in INTAKE_KEYS:
+            _check_intake_value(key, value)
+            continue
         if key not in settable:
-            known = ", ".join(settable)
+            known = ", ".join([*settable, *INTAKE_KEYS])
             if key in fields:
                 raise AgentConfigError(
                     f"key {key!r} in config.context is not configurable (known: {known})"
                 )
             raise AgentConfigError(f"unknown key {key!r} in config.context (known: {known})")
         _check_value(schema, fields[key], value)
+
+
+def _check_intake_value(key: str, value: object) -> None:
+    allowed = INTAKE_KEYS[key]
+    if value not in allowed:
+        raise AgentConfigError(
+            f"config.context.{key}: {_shown(value)} is not one of {', '.join(map(_shown, allowed))}"
+        )
 
 
 def _check_value(schema: type[BaseContext], f: dataclasses.Field[Any], value: object) -> None:
