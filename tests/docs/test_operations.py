@@ -21,6 +21,10 @@ one unless the block says otherwise. A comment above a block tunes it:
   that starts with no key continues the previous one): what the doc says the block does;
 - ``error:`` the SQLSTATE the block must fail with (an example of a refusal);
 - ``skip:`` why the block cannot run here.
+
+Apart from the blocks, every ``yuxi.<name>`` the guide mentions must exist, and every
+signature it spells out (a block opening with ``yuxi.name(``, a ``name(p_…)`` in a table)
+must have the database's argument names and types.
 """
 
 from __future__ import annotations
@@ -363,3 +367,132 @@ def test_the_recipes_are_found() -> None:
     assert len(recipes) >= 50
     assert sum(bool(r.expects) for r in recipes) >= 15
     assert {r.scene for r in recipes} == set(SCENES)
+
+
+# -- the names and signatures the guide gives -----------------------------------------
+
+_NAMED = re.compile(r"\byuxi\.([a-z_][a-z0-9_]*)\b(?![.(]?[a-z])")
+_TYPE_ALIASES = {
+    "timestamptz": "timestamp with time zone",
+    "int": "integer",
+    "int4": "integer",
+    "int8": "bigint",
+    "bool": "boolean",
+    "float8": "double precision",
+}
+
+
+def _split_arguments(text: str) -> list[str]:
+    """``a, b DEFAULT 'x, y', c`` -> three arguments: commas inside quotes stay."""
+    parts, current, quoted = [], "", False
+    for char in text:
+        if char == "'":
+            quoted = not quoted
+        if char == "," and not quoted:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [part.strip() for part in [*parts, current] if part.strip()]
+
+
+def _in_arguments(text: str) -> list[tuple[str, str]]:
+    """(name, type) of each input argument; the type is "" when the guide gives none."""
+    arguments = []
+    for argument in _split_arguments(text):
+        argument = re.split(r"\s+DEFAULT\s+", argument, maxsplit=1)[0].strip()
+        if argument.startswith("OUT "):
+            continue
+        name, _, kind = argument.removeprefix("IN ").partition(" ")
+        kind = " ".join(kind.split())
+        arguments.append((name, _TYPE_ALIASES.get(kind, kind)))
+    return arguments
+
+
+def _call(text: str) -> tuple[str, str] | None:
+    """``yuxi.name(args) RETURNS …`` or ``name(args)`` -> (name, args), parentheses
+    balanced."""
+    match = re.match(r"(?:yuxi\.)?([a-z_][a-z0-9_]*)\(", text)
+    if match is None:
+        return None
+    depth, start = 1, match.end()
+    for index in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[index], 0)
+        if depth == 0:
+            return match.group(1), text[start:index]
+    return None
+
+
+def documented_signatures() -> list[tuple[int, str, list[tuple[str, str]]]]:
+    """Every signature the guide writes: a plain block that opens with ``yuxi.name(``,
+    and each ``name(p_…)`` in a table cell. (line, name, input arguments)."""
+    found = []
+    for block in read_blocks(DOC, frozenset()):
+        if block.info == "" and block.text.startswith("yuxi."):
+            call = _call(" ".join(block.text.split()))
+            if call is not None:
+                found.append((block.line, call[0], _in_arguments(call[1])))
+    for number, line in enumerate(DOC.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.startswith("|"):
+            continue
+        for span in re.findall(r"`([^`]+)`", line):
+            call = _call(span)
+            if call is not None and (call[1].startswith("p_") or call[1] == ""):
+                found.append((number, call[0], _in_arguments(call[1])))
+    return found
+
+
+def _database_signatures(url: str) -> dict[str, list[list[tuple[str, str]]]]:
+    signatures: dict[str, list[list[tuple[str, str]]]] = {}
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT proname, pg_get_function_identity_arguments(oid) FROM pg_proc"
+            " WHERE pronamespace = 'yuxi'::regnamespace"
+        ).fetchall()
+    for name, arguments in rows:
+        signatures.setdefault(name, []).append(_in_arguments(arguments))
+    return signatures
+
+
+def _same_arguments(documented: list[tuple[str, str]], actual: list[tuple[str, str]]) -> bool:
+    """Same names in the same order; same types where the guide gives one."""
+    if [name for name, _ in documented] != [name for name, _ in actual]:
+        return False
+    pairs = zip(documented, actual, strict=True)
+    return all(not kind or kind == real for (_, kind), (_, real) in pairs)
+
+
+def test_every_signature_matches_the_database(operated: Operated) -> None:
+    """The argument names (and types, where the guide gives them) of every function
+    the guide spells out are the database's, in order: a renamed, added or dropped
+    argument shows here."""
+    database = _database_signatures(operated.url)
+    documented = documented_signatures()
+    assert len(documented) >= 50
+    wrong = []
+    for line, name, arguments in documented:
+        overloads = database.get(name)
+        if overloads is None:
+            wrong.append(f"line {line}: yuxi.{name} does not exist")
+            continue
+
+        if not any(_same_arguments(arguments, actual) for actual in overloads):
+            shown = " | ".join(", ".join(f"{n} {t}" for n, t in o) for o in overloads)
+            wrong.append(f"line {line}: yuxi.{name}({arguments}) but the database has ({shown})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_object_the_guide_names_exists(operated: Operated) -> None:
+    """Each ``yuxi.<name>`` in the guide is a function, table, view or type of schema
+    yuxi."""
+    with psycopg.connect(operated.url) as conn:
+        rows = conn.execute(
+            "SELECT proname FROM pg_proc WHERE pronamespace = 'yuxi'::regnamespace"
+            " UNION SELECT relname FROM pg_class WHERE relnamespace = 'yuxi'::regnamespace"
+            " UNION SELECT typname FROM pg_type WHERE typnamespace = 'yuxi'::regnamespace"
+        ).fetchall()
+    known = {name for (name,) in rows}
+    text = DOC.read_text(encoding="utf-8")
+    named = set(_NAMED.findall(text))
+    assert len(named) >= 40
+    assert sorted(named - known) == []
