@@ -1,7 +1,7 @@
 """Run throughput: echo runs completed per second end to end, against a bare LangGraph invoke.
 
 - yuxi: a submitter (a thread of its own, with its own event loop and connection) keeps
-  --backlog runs outstanding, each submitted with ``submit_request`` on a conversation of
+  --backlog runs outstanding, each submitted with ``request_submit`` on a conversation of
   its own, so all can run at once. A real worker (``yuxi.worker.app.run_worker``, in this
   process's event loop, ``worker_concurrency`` = --concurrency, maintenance every
   --maintenance-seconds, default lease) hears of each delivery job through procrastinate,
@@ -99,7 +99,7 @@ from yuxi.agents.context import BaseContext
 from yuxi.agents.graph import build_system_prompt
 from yuxi.agents.tools import builtin_tool_names
 from yuxi.queue.events import EVENTS_CHANNEL
-from yuxi.queue.requests import submit_request
+from yuxi.queue.requests import request_submit
 from yuxi.runtime.executor import RunExecutor
 from yuxi.settings import Settings
 from yuxi.worker.app import run_worker
@@ -350,13 +350,13 @@ class Phases:
             (JobManager, "fetch_job", "procrastinate fetch_job"),
             (JobManager, "finish_job", "procrastinate finish_job (delete)"),
             (RunExecutor, "execute", "executor: own work (tasks, mkdir, ...)"),
-            (executor_module, "claim_run", "claim_run"),
-            (executor_module, "load_execution_input", "load_execution_input"),
+            (executor_module, "run_claim", "run_claim"),
+            (executor_module, "run_execution_input", "run_execution_input"),
             (executor_module, "prepare_agent_runtime_context", "prepare context"),
-            (executor_module, "commit_manifest", "commit_manifest (+ identity re-check)"),
+            (executor_module, "run_commit_manifest", "run_commit_manifest (+ identity re-check)"),
             (ChatBotAgent, "get_graph", "get_graph (compiles the graph)"),
-            (events_module, "append_events", "append_events (+ notify)"),
-            (executor_module, "finish_run", "finish_run (+ notify)"),
+            (events_module, "run_append_events", "run_append_events (+ notify)"),
+            (executor_module, "run_finish", "run_finish (+ notify)"),
         ]
         sync_targets: list[tuple[object, str, str]] = [
             (executor_module, "build_manifest", "manifest build + digest"),
@@ -535,7 +535,7 @@ class Submitter:
     own event loop and connection), until drained. Conversations come from ``threads``
     (one each); when they run out it creates more. It looks for finished runs every
     ``poll`` seconds or, with ``listen``, when the run events channel says something
-    happened (finish_run notifies it), and at the latest after ``poll`` seconds."""
+    happened (run_finish notifies it), and at the latest after ``poll`` seconds."""
 
     def __init__(
         self,
@@ -630,7 +630,7 @@ class Submitter:
             self.threads.extend(row[0] for row in await cur.fetchall())
             self.created += THREAD_CHUNK
         thread = self.threads.popleft()
-        info = await submit_request(conn, uid=self.uid, thread_id=thread, query=QUERY)
+        info = await request_submit(conn, uid=self.uid, thread_id=thread, query=QUERY)
         if info.run_id is None:
             raise RuntimeError(f"conversation {thread} was not idle: {info}")
         self.submitted += 1

@@ -12,8 +12,9 @@ from yuxi.queue.errors import (
     RequestAlreadyDispatched,
     RunBusy,
 )
-from yuxi.queue.requests import cancel_request, continue_thread, thread_queue
-from yuxi.queue.runs import create_subagent_run, get_run, request_cancel
+from yuxi.queue.requests import request_cancel
+from yuxi.queue.runs import run_create_subagent, run_get, run_request_cancel
+from yuxi.queue.threads import thread_continue, thread_queue
 
 
 async def test_cancel_a_queued_request(world: World) -> None:
@@ -22,12 +23,12 @@ async def test_cancel_a_queued_request(world: World) -> None:
     queued = await world.submit(thread, "second")
     async with world.pool.connection() as conn:
         with pytest.raises(NotFound):
-            await cancel_request(conn, queued.request_id, uid=world.bob)
-        cancelled = await cancel_request(conn, queued.request_id, uid=world.alice)
+            await request_cancel(conn, queued.request_id, uid=world.bob)
+        cancelled = await request_cancel(conn, queued.request_id, uid=world.alice)
         assert (cancelled.status, cancelled.queue_position) == ("cancelled", None)
-        assert await cancel_request(conn, queued.request_id, uid=world.alice) == cancelled
+        assert await request_cancel(conn, queued.request_id, uid=world.alice) == cancelled
         with pytest.raises(RequestAlreadyDispatched):
-            await cancel_request(conn, running.request_id, uid=world.alice)
+            await request_cancel(conn, running.request_id, uid=world.alice)
     assert (
         await world.value(
             "SELECT delivery_status FROM yuxi.messages WHERE id = %s", queued.message_id
@@ -44,7 +45,7 @@ async def test_pending_never_claimed_run_is_cancelled_at_once(world: World) -> N
     info = await world.submit(thread, "x")
     assert info.run_id is not None
     async with world.pool.connection() as conn:
-        assert await request_cancel(conn, info.run_id, uid=world.alice) == "cancelled"
+        assert await run_request_cancel(conn, info.run_id, uid=world.alice) == "cancelled"
     rows = await world.fetch(
         "SELECT r.status, m.delivery_status, j.status::text FROM yuxi.agent_runs r"
         " JOIN yuxi.messages m ON m.id = r.input_message_id"
@@ -67,8 +68,8 @@ async def test_running_run_is_cancel_requested_then_cancelled(world: World) -> N
     with pytest.raises(IllegalTransition):  # cancelled needs a committed cancel request
         await world.finish(claimed, "cancelled")
     async with world.pool.connection() as conn:
-        assert await request_cancel(conn, info.run_id) == "cancel_requested"
-        assert await request_cancel(conn, info.run_id) == "cancel_requested"
+        assert await run_request_cancel(conn, info.run_id) == "cancel_requested"
+        assert await run_request_cancel(conn, info.run_id) == "cancel_requested"
     run = await world.finish(claimed, "cancelled")
     assert run.status == "cancelled"
     async with world.pool.connection() as conn:
@@ -80,12 +81,12 @@ async def test_running_run_is_cancel_requested_then_cancelled(world: World) -> N
             1,
         )
         # cancelling the whole backlog un-pauses the thread
-        await cancel_request(conn, later.request_id)
+        await request_cancel(conn, later.request_id)
         queue = await thread_queue(conn, thread)
         assert queue is not None
         assert (queue.status, queue.can_continue) == ("ready", False)
         with pytest.raises(QueueNotPaused):
-            await continue_thread(conn, thread)
+            await thread_continue(conn, thread)
 
 
 async def test_continue_is_refused_while_a_run_is_active(world: World) -> None:
@@ -95,10 +96,10 @@ async def test_continue_is_refused_while_a_run_is_active(world: World) -> None:
     assert first.run_id is not None
     await world.finish(await world.claim(first.run_id), "failed", error_message="boom")
     async with world.pool.connection() as conn:
-        run_id = await continue_thread(conn, thread, uid=world.alice)
+        run_id = await thread_continue(conn, thread, uid=world.alice)
         assert run_id is not None
         with pytest.raises(RunBusy):
-            await continue_thread(conn, thread, uid=world.alice)
+            await thread_continue(conn, thread, uid=world.alice)
 
 
 async def test_interrupted_run_can_be_cancelled_to_free_the_thread(world: World) -> None:
@@ -107,7 +108,7 @@ async def test_interrupted_run_can_be_cancelled_to_free_the_thread(world: World)
     assert info.run_id is not None
     await world.finish(await world.claim(info.run_id), "interrupted")
     async with world.pool.connection() as conn:
-        assert await request_cancel(conn, info.run_id, uid=world.alice) == "cancelled"
+        assert await run_request_cancel(conn, info.run_id, uid=world.alice) == "cancelled"
     # one `end`: written when it was interrupted, not again on cancel
     assert await world.value("SELECT count(*) FROM yuxi.run_events WHERE event = 'end'") == 1
     assert (await world.submit(thread, "next")).status == "dispatched"
@@ -119,19 +120,19 @@ async def test_cancel_cascades_to_child_runs(world: World) -> None:
     assert info.run_id is not None
     parent = await world.claim(info.run_id)
     async with world.pool.connection() as conn:
-        pending_child = await create_subagent_run(
+        pending_child = await run_create_subagent(
             conn, parent.run_id, parent.lease_token, agent_slug="helper"
         )
-        running_child = await create_subagent_run(
+        running_child = await run_create_subagent(
             conn, parent.run_id, parent.lease_token, agent_slug="helper", run_input={"task": "t"}
         )
         with pytest.raises(NotFound):  # not a subagent
-            await create_subagent_run(conn, parent.run_id, parent.lease_token, agent_slug="chatbot")
+            await run_create_subagent(conn, parent.run_id, parent.lease_token, agent_slug="chatbot")
     await world.claim(running_child, worker="w2")
     async with world.pool.connection() as conn:
-        assert await request_cancel(conn, parent.run_id, uid=world.alice) == "cancel_requested"
-        assert (await get_run(conn, pending_child)).status == "cancelled"
-        assert (await get_run(conn, running_child)).status == "cancel_requested"
+        assert await run_request_cancel(conn, parent.run_id, uid=world.alice) == "cancel_requested"
+        assert (await run_get(conn, pending_child)).status == "cancelled"
+        assert (await run_get(conn, running_child)).status == "cancel_requested"
     child = await world.value(
         "SELECT input_payload FROM yuxi.agent_runs WHERE run_id = %s", running_child
     )
@@ -143,9 +144,9 @@ async def test_cancel_of_another_users_run_is_not_found(world: World) -> None:
     assert info.run_id is not None
     async with world.pool.connection() as conn:
         with pytest.raises(NotFound):
-            await request_cancel(conn, info.run_id, uid=world.bob)
+            await run_request_cancel(conn, info.run_id, uid=world.bob)
         with pytest.raises(NotFound):
-            await get_run(conn, info.run_id, uid=world.bob)
+            await run_get(conn, info.run_id, uid=world.bob)
     assert await world.value("SELECT status FROM yuxi.agent_runs") == "pending"
 
 
@@ -154,12 +155,12 @@ async def test_children_do_not_outlive_their_parent(world: World) -> None:
     assert info.run_id is not None
     parent = await world.claim(info.run_id)
     async with world.pool.connection() as conn:
-        child = await create_subagent_run(
+        child = await run_create_subagent(
             conn, parent.run_id, parent.lease_token, agent_slug="helper"
         )
     await world.complete(parent)
     async with world.pool.connection() as conn:
-        assert (await get_run(conn, child)).status == "cancelled"
+        assert (await run_get(conn, child)).status == "cancelled"
 
 
 async def test_a_parent_being_cancelled_cannot_start_subagents(world: World) -> None:
@@ -167,9 +168,9 @@ async def test_a_parent_being_cancelled_cannot_start_subagents(world: World) -> 
     assert info.run_id is not None
     parent = await world.claim(info.run_id)
     async with world.pool.connection() as conn:
-        await request_cancel(conn, parent.run_id)
+        await run_request_cancel(conn, parent.run_id)
         with pytest.raises(IllegalTransition):
-            await create_subagent_run(conn, parent.run_id, parent.lease_token, agent_slug="helper")
+            await run_create_subagent(conn, parent.run_id, parent.lease_token, agent_slug="helper")
     assert await world.value("SELECT count(*) FROM yuxi.agent_runs") == 1
 
 
@@ -191,7 +192,7 @@ async def test_a_backlog_stalled_by_hand_can_be_continued(world: World) -> None:
             "stalled",
             True,
         )
-        run_id = await continue_thread(conn, thread)
+        run_id = await thread_continue(conn, thread)
     assert run_id is not None
     assert (
         await world.value(

@@ -13,11 +13,17 @@ from psycopg import AsyncConnection
 from tests.integration.conftest import World
 from tests.integration.racing import failures, race, successes
 from yuxi.queue.errors import InvalidInput, LeaseLost, ManifestConflict, RunNotClaimable
-from yuxi.queue.events import append_events
-from yuxi.queue.maintenance import reconcile_expired_leases
-from yuxi.queue.models import OutputMessage, RunEvent
-from yuxi.queue.requests import continue_thread, thread_queue
-from yuxi.queue.runs import claim_run, finish_run, release_run, renew_lease, write_manifest
+from yuxi.queue.events import RunEvent, run_append_events
+from yuxi.queue.maintenance import run_reconcile_expired
+from yuxi.queue.runs import (
+    OutputMessage,
+    run_claim,
+    run_finish,
+    run_release,
+    run_renew_lease,
+    run_write_manifest,
+)
+from yuxi.queue.threads import thread_continue, thread_queue
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 FINGERPRINT_A = "a" * 64
@@ -34,7 +40,7 @@ async def test_concurrent_claims_exactly_one_wins(world: World) -> None:
     run_id = await _pending_run(world)
 
     async def claim(conn: AsyncConnection[Any], i: int) -> Any:
-        return await claim_run(conn, run_id, worker=f"w{i}", lease_seconds=30)
+        return await run_claim(conn, run_id, worker=f"w{i}", lease_seconds=30)
 
     results = await race(world.url, 30, claim)
     won = successes(results)
@@ -48,7 +54,7 @@ async def test_release_opens_a_second_attempt_keeping_started_at(world: World) -
     run_id = await _pending_run(world)
     first = await world.claim(run_id, now=T0)
     async with world.pool.connection() as conn:
-        released = await release_run(
+        released = await run_release(
             conn, run_id, first.lease_token, reason="shutdown", now=T0 + timedelta(seconds=5)
         )
     assert released.status == "pending"
@@ -78,7 +84,7 @@ async def test_stale_and_expired_owners_are_locked_out(world: World) -> None:
     run_id = await _pending_run(world)
     stale = await world.claim(run_id, now=T0, lease=10)
     async with world.pool.connection() as conn:
-        await release_run(conn, run_id, stale.lease_token, now=T0 + timedelta(seconds=1))
+        await run_release(conn, run_id, stale.lease_token, now=T0 + timedelta(seconds=1))
     current = await world.claim(run_id, worker="w2", now=T0 + timedelta(seconds=2), lease=10)
     later = T0 + timedelta(seconds=3)
     expired = T0 + timedelta(seconds=13)
@@ -90,15 +96,15 @@ async def test_stale_and_expired_owners_are_locked_out(world: World) -> None:
     ):
         async with world.pool.connection() as conn:
             with pytest.raises(LeaseLost):
-                await renew_lease(conn, run_id, token, lease_seconds=10, now=when)
+                await run_renew_lease(conn, run_id, token, lease_seconds=10, now=when)
             with pytest.raises(LeaseLost):
-                await append_events(conn, run_id, token, [RunEvent("metadata")], now=when)
+                await run_append_events(conn, run_id, token, [RunEvent("metadata")], now=when)
             with pytest.raises(LeaseLost):
-                await write_manifest(
+                await run_write_manifest(
                     conn, run_id, token, manifest={}, fingerprint=FINGERPRINT_A, now=when
                 )
             with pytest.raises(LeaseLost):
-                await finish_run(
+                await run_finish(
                     conn,
                     run_id,
                     token,
@@ -107,13 +113,15 @@ async def test_stale_and_expired_owners_are_locked_out(world: World) -> None:
                     now=when,
                 )
             with pytest.raises(LeaseLost):
-                await release_run(conn, run_id, token, now=when)
+                await run_release(conn, run_id, token, now=when)
     # the rightful holder, in time, still can, but not with a nonsensical lease
     async with world.pool.connection() as conn:
         with pytest.raises(InvalidInput):
-            await renew_lease(conn, run_id, current.lease_token, lease_seconds=-5, now=later)
+            await run_renew_lease(conn, run_id, current.lease_token, lease_seconds=-5, now=later)
     async with world.pool.connection() as conn:
-        state = await renew_lease(conn, run_id, current.lease_token, lease_seconds=10, now=later)
+        state = await run_renew_lease(
+            conn, run_id, current.lease_token, lease_seconds=10, now=later
+        )
     assert state.status == "running"
     assert state.lease_expires_at == later + timedelta(seconds=10)
     assert await world.value("SELECT count(*) FROM yuxi.run_events") == 0
@@ -123,16 +131,16 @@ async def test_manifest_is_write_once(world: World) -> None:
     run_id = await _pending_run(world)
     claimed = await world.claim(run_id)
     async with world.pool.connection() as conn:
-        stored = await write_manifest(
+        stored = await run_write_manifest(
             conn, run_id, claimed.lease_token, manifest={"v": 2, "x": 1}, fingerprint=FINGERPRINT_A
         )
         assert stored == FINGERPRINT_A
         # same fingerprint again (a retry that derived the same manifest) is accepted
-        await write_manifest(
+        await run_write_manifest(
             conn, run_id, claimed.lease_token, manifest={"v": 2, "x": 1}, fingerprint=FINGERPRINT_A
         )
         with pytest.raises(ManifestConflict):
-            await write_manifest(
+            await run_write_manifest(
                 conn,
                 run_id,
                 claimed.lease_token,
@@ -154,7 +162,7 @@ async def test_concurrent_reconcilers_fail_an_expired_run_once(world: World) -> 
     after = T0 + timedelta(seconds=11)
 
     async def reconcile(conn: AsyncConnection[Any], i: int) -> Any:
-        return await reconcile_expired_leases(conn, now=after)
+        return await run_reconcile_expired(conn, now=after)
 
     results = await race(world.url, 8, reconcile)
     assert failures(results) == []
@@ -182,7 +190,7 @@ async def test_concurrent_reconcilers_fail_an_expired_run_once(world: World) -> 
             run_id,
             True,
         )
-        dispatched = await continue_thread(conn, thread, uid=world.alice)
+        dispatched = await thread_continue(conn, thread, uid=world.alice)
     assert dispatched is not None
     assert (
         await world.value(
@@ -197,7 +205,7 @@ async def test_unexpired_leases_are_left_alone(world: World) -> None:
     run_id = await _pending_run(world)
     await world.claim(run_id, now=T0, lease=10)
     async with world.pool.connection() as conn:
-        assert await reconcile_expired_leases(conn, now=T0 + timedelta(seconds=9)) == []
+        assert await run_reconcile_expired(conn, now=T0 + timedelta(seconds=9)) == []
     assert await world.value("SELECT status FROM yuxi.agent_runs") == "running"
 
 
@@ -206,12 +214,12 @@ async def test_retry_budget_releases_instead_of_failing(world: World) -> None:
     run_id = await _pending_run(world)
     await world.claim(run_id, now=T0, lease=10)
     async with world.pool.connection() as conn:
-        first = await reconcile_expired_leases(conn, now=T0 + timedelta(seconds=11))
+        first = await run_reconcile_expired(conn, now=T0 + timedelta(seconds=11))
     assert [(r.run_id, r.status) for r in first] == [(run_id, "pending")]
     second_claim = await world.claim(run_id, now=T0 + timedelta(seconds=12), lease=10)
     assert second_claim.attempt_no == 2
     async with world.pool.connection() as conn:
-        second = await reconcile_expired_leases(conn, now=T0 + timedelta(seconds=30))
+        second = await run_reconcile_expired(conn, now=T0 + timedelta(seconds=30))
     assert [(r.run_id, r.status) for r in second] == [(run_id, "failed")]
 
 
@@ -221,7 +229,7 @@ async def test_events_are_gap_free_under_concurrent_appends(world: World) -> Non
 
     async def append(conn: AsyncConnection[Any], i: int) -> Any:
         events = [RunEvent("messages", {"i": i, "k": k}) for k in range(3)]
-        return await append_events(conn, run_id, claimed.lease_token, events)
+        return await run_append_events(conn, run_id, claimed.lease_token, events)
 
     results = await race(world.url, 20, append)
     assert failures(results) == []
@@ -233,4 +241,4 @@ async def test_events_are_gap_free_under_concurrent_appends(world: World) -> Non
     assert seqs[-1][1] == "end"
     async with world.pool.connection() as conn:
         with pytest.raises(InvalidInput, match="end event"):
-            await append_events(conn, run_id, claimed.lease_token, [RunEvent("end")])
+            await run_append_events(conn, run_id, claimed.lease_token, [RunEvent("end")])

@@ -14,7 +14,7 @@ from tests.integration.worker_harness import (
     wait_for_status,
     wait_until,
 )
-from yuxi.queue.runs import request_cancel
+from yuxi.queue.runs import run_request_cancel
 
 
 def _task(subagent: str, description: str) -> str:
@@ -102,7 +102,7 @@ async def test_cancelling_the_parent_cancels_the_child(
 
         await wait_until(child_running)
         async with world.pool.connection() as conn:
-            await request_cancel(conn, info.run_id, uid=world.alice)
+            await run_request_cancel(conn, info.run_id, uid=world.alice)
         assert await wait_for_status(world, info.run_id, within=5) == "cancelled"
         [(child, *_)] = await _children(world, info.run_id)
         assert await wait_for_status(world, child, within=5) == "cancelled"

@@ -23,7 +23,7 @@ from tests.integration.worker_harness import (
     wait_for_status,
     wait_until,
 )
-from yuxi.queue.runs import request_cancel, resume_run
+from yuxi.queue.runs import run_request_cancel, run_resume
 from yuxi.runtime.manifest import canonical_json, manifest_fingerprint
 from yuxi.runtime.state import read_thread_state
 
@@ -108,7 +108,9 @@ async def test_cancel_mid_sleep_ends_within_two_seconds(
         started = time.monotonic()
         async with world.pool.connection() as conn:
             assert info.run_id is not None
-            assert await request_cancel(conn, info.run_id, uid=world.alice) == "cancel_requested"
+            assert (
+                await run_request_cancel(conn, info.run_id, uid=world.alice) == "cancel_requested"
+            )
         assert await wait_for_status(world, info.run_id) == "cancelled"
         assert time.monotonic() - started < 2.0
     assert (
@@ -173,7 +175,7 @@ async def test_ask_interrupts_and_resume_answers(world: World, db_url: str, tmp_
         assert interrupt["interrupts"][0]["value"]["question"] == "What is your name?"
         assert info.run_id is not None
         async with world.pool.connection() as conn:
-            resumed = await resume_run(conn, info.run_id, resume="Ada", uid=world.alice)
+            resumed = await run_resume(conn, info.run_id, resume="Ada", uid=world.alice)
         await completed(world, resumed.run_id)
     assert await _reply(world, resumed.run_id) == "you answered: Ada"
 
@@ -198,7 +200,7 @@ async def test_approval_mode_ask_approve_and_reject(
             assert (request["name"], request["args"]) == ("calculator", {"expression": "6*7"})
             assert info.run_id is not None
             async with world.pool.connection() as conn:
-                resumed = await resume_run(
+                resumed = await run_resume(
                     conn, info.run_id, resume={"decision": decision}, uid=world.alice
                 )
             await completed(world, resumed.run_id)
@@ -255,7 +257,7 @@ async def test_cancel_during_preparation_never_executes(
         await asyncio.wait_for(catalog.entered.wait(), timeout=20)
         assert info.run_id is not None
         async with world.pool.connection() as conn:
-            await request_cancel(conn, info.run_id, uid=world.alice)
+            await run_request_cancel(conn, info.run_id, uid=world.alice)
         assert await wait_for_status(world, info.run_id, within=5) == "cancelled"
     row = await world.fetch(
         "SELECT manifest IS NULL, output_message_id IS NULL FROM yuxi.agent_runs WHERE run_id = %s",
@@ -384,7 +386,7 @@ async def test_state_shows_the_pending_question_only_while_interrupted(
             assert stale.interrupt is None
         assert info.run_id is not None
         async with world.pool.connection() as conn:
-            resumed = await resume_run(conn, info.run_id, resume="green", uid=world.alice)
+            resumed = await run_resume(conn, info.run_id, resume="green", uid=world.alice)
         await completed(world, resumed.run_id)
         async with saver(db_url) as checkpointer:
             state = await read_thread_state(

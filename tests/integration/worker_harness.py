@@ -11,7 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from tests.integration.conftest import World
-from yuxi.queue.runs import get_run
+from yuxi.queue.runs import run_get
 from yuxi.runtime.resources import ResourceCatalog
 from yuxi.settings import Settings
 from yuxi.worker.app import run_worker
@@ -58,7 +58,7 @@ async def wait_for_status(
     deadline = time.monotonic() + within
     while True:
         async with world.pool.connection() as conn:
-            run = await get_run(conn, run_id)
+            run = await run_get(conn, run_id)
         status = run.status
         if status in statuses:
             return status
@@ -72,7 +72,7 @@ async def completed(world: World, run_id: UUID | None, within: float = 20.0) -> 
     status = await wait_for_status(world, run_id, within=within)
     if status != "completed":
         async with world.pool.connection() as conn:
-            run = await get_run(conn, run_id)  # type: ignore[arg-type]
+            run = await run_get(conn, run_id)  # type: ignore[arg-type]
         raise AssertionError(f"run {run_id} ended {status}: {run.error_type}: {run.error_message}")
 
 

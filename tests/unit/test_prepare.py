@@ -12,7 +12,7 @@ import pytest
 
 from yuxi.agents.chatbot import ChatBotAgent, ChatBotContext
 from yuxi.agents.subagent import SubAgent, SubAgentContext
-from yuxi.runtime.inputs import ExecutionInput
+from yuxi.queue.runs import ExecutionInput
 from yuxi.runtime.manifest import build_manifest, canonical_json, manifest_fingerprint
 from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
 from yuxi.runtime.resources import narrow, narrow_subagents, skill_closure

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from litestar import Litestar
@@ -13,8 +12,6 @@ from litestar.di import Provide
 from litestar.logging import LoggingConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
-from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
 
 from yuxi.api.access_log import AccessLog
 from yuxi.api.dependencies import caller, connection
@@ -29,6 +26,7 @@ from yuxi.api.routes.scheduling import ScheduledJobsController
 from yuxi.api.routes.system import health
 from yuxi.api.routes.threads import ThreadsController
 from yuxi.api.state import AppState
+from yuxi.db.pools import app_pool, checkpointer_pool
 from yuxi.settings import Settings
 
 log = logging.getLogger("yuxi.api")
@@ -39,20 +37,8 @@ def create_app(url: str, settings: Settings) -> Litestar:
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            url,
-            min_size=settings.pool_min_size,
-            max_size=settings.pool_max_size,
-            open=False,
-            kwargs={"autocommit": True},
-        )
-        saver_pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            url,
-            min_size=1,
-            max_size=4,
-            open=False,
-            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        )
+        pool = app_pool(url, min_size=settings.pool_min_size, max_size=settings.pool_max_size)
+        saver_pool = checkpointer_pool(url, max_size=4)
         hub = EventHub(url)
         await pool.open()
         await saver_pool.open()

@@ -146,9 +146,12 @@ class CreateProject(Body):
 
 
 class Project(msgspec.Struct, frozen=True):
+    """``workdir_path`` is relative to the caller's workspace (``projects/<name>``);
+    null for a directory an operator put outside it."""
+
     id: UUID
     name: str
-    workdir_path: str
+    workdir_path: str | None
     created_at: datetime
 
 

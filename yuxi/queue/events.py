@@ -89,7 +89,3 @@ async def run_end_event(conn: AsyncConnection[Any], run_id: UUID) -> StoredEvent
         conn, StoredEvent, "yuxi.run_end_event(p_run_id => %(run_id)s)", {"run_id": run_id}
     )
     return rows[0] if rows else None
-
-
-# Transitional old name, kept while the runtime moves over; deleted once unused.
-append_events = run_append_events

@@ -45,8 +45,3 @@ async def run_redeliver_orphans(
         "yuxi.run_redeliver_orphans(p_limit => %(limit)s)",
         {"limit": limit},
     )
-
-
-# Transitional old names, kept while the runtime moves over; deleted once unused.
-reconcile_expired_leases = run_reconcile_expired
-redeliver_orphans = run_redeliver_orphans

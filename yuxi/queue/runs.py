@@ -16,6 +16,27 @@ from yuxi.queue.events import RunEvent, notify_run_events
 from yuxi.queue.requests import RequestInfo
 
 
+class ExecutionInput(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.run_execution_input``: the run, its conversation, agent, project."""
+
+    run_id: UUID
+    thread_id: UUID
+    uid: UUID
+    request_id: str
+    run_type: str
+    created_by_run_id: UUID | None
+    agent_slug: str
+    backend_id: str | None
+    agent_config: dict[str, Any] | None
+    agent_updated_at: datetime | None
+    project_id: UUID | None
+    workdir_path: str | None
+    input_text: str | None
+    input_payload: dict[str, Any]
+    identity_error: str | None
+    visible_subagents: list[str]  # a chatbot's `subagents` when unset or empty
+
+
 class ClaimedRun(msgspec.Struct, frozen=True):
     """A run a worker holds a lease on, with what it needs to execute it."""
 
@@ -327,11 +348,8 @@ async def run_result(
     )
 
 
-# Transitional old names, kept while the runtime moves over; deleted once unused.
-claim_run = run_claim
-renew_lease = run_renew_lease
-commit_manifest = run_commit_manifest
-finish_run = run_finish
-release_run = run_release
-create_subagent_run = run_create_subagent
-get_run = run_get
+async def run_execution_input(conn: AsyncConnection[Any], run_id: UUID) -> ExecutionInput:
+    """What a claimed run needs to execute, read in one call."""
+    return await call_one(
+        conn, ExecutionInput, "yuxi.run_execution_input(p_run_id => %(run_id)s)", {"run_id": run_id}
+    )

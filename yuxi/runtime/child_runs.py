@@ -19,9 +19,7 @@ from uuid import UUID
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.queue.errors import QueueError
-from yuxi.queue.models import ClaimedRun
-from yuxi.queue.reads import run_result
-from yuxi.queue.runs import create_subagent_run, get_run
+from yuxi.queue.runs import ClaimedRun, run_create_subagent, run_get, run_result
 
 ENDED = frozenset({"completed", "failed", "cancelled", "interrupted"})
 POLL_SECONDS = 0.2
@@ -55,7 +53,7 @@ class ChildRuns:
         pool = self._executor.pool
         try:
             async with pool.connection() as conn:
-                child = await create_subagent_run(
+                child = await run_create_subagent(
                     conn,
                     self._parent.run_id,
                     self._parent.lease_token,
@@ -68,7 +66,7 @@ class ChildRuns:
         if status is None:  # another worker's delivery claimed it first
             status = await self._ended(child)
         async with pool.connection() as conn:
-            result = await run_result(conn, child, self._uid)
+            result = await run_result(conn, child, uid=self._uid)
         if status == "completed":
             return result.output or ""
         reason = f": {result.error_message}" if result.error_message else ""
@@ -77,7 +75,7 @@ class ChildRuns:
     async def _ended(self, child: UUID) -> str:
         while True:
             async with self._executor.pool.connection() as conn:
-                run = await get_run(conn, child)
+                run = await run_get(conn, child)
             if run.status in ENDED:
                 return run.status
             await asyncio.sleep(POLL_SECONDS)

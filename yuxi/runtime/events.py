@@ -10,8 +10,8 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.queue.errors import LeaseLost
-from yuxi.queue.events import append_events
-from yuxi.queue.models import ClaimedRun, RunEvent
+from yuxi.queue.events import RunEvent, run_append_events
+from yuxi.queue.runs import ClaimedRun
 from yuxi.runtime.graph_io import text_of, tool_calls_of
 
 log = logging.getLogger("yuxi.runtime")
@@ -111,7 +111,7 @@ class EventWriter:
             batch, self._pending = self._pending, []
             try:
                 async with self._pool.connection() as conn:
-                    await append_events(
+                    await run_append_events(
                         conn,
                         self._claimed.run_id,
                         self._claimed.lease_token,

@@ -32,8 +32,18 @@ from psycopg_pool import AsyncConnectionPool
 from yuxi.agents.delegation import current_delegate
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.queue.errors import LeaseLost, ManifestConflict, RunNotClaimable
-from yuxi.queue.models import ClaimedRun, OutputMessage, RunEvent
-from yuxi.queue.runs import claim_run, commit_manifest, finish_run, release_run, renew_lease
+from yuxi.queue.events import RunEvent
+from yuxi.queue.runs import (
+    ClaimedRun,
+    ExecutionInput,
+    OutputMessage,
+    run_claim,
+    run_commit_manifest,
+    run_execution_input,
+    run_finish,
+    run_release,
+    run_renew_lease,
+)
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.child_runs import ChildRuns
 from yuxi.runtime.events import EventWriter
@@ -46,7 +56,6 @@ from yuxi.runtime.graph_io import (
     stored_message,
     text_of,
 )
-from yuxi.runtime.inputs import ExecutionInput, load_execution_input
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
 from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
 from yuxi.runtime.resources import ResourceCatalog
@@ -106,7 +115,7 @@ class RunExecutor:
         releases the run for another attempt."""
         try:
             async with self.pool.connection() as conn:
-                claimed = await claim_run(
+                claimed = await run_claim(
                     conn,
                     run_id,
                     worker=self.settings.worker_name,
@@ -160,7 +169,7 @@ class RunExecutor:
             await asyncio.sleep(self.settings.renew_seconds)
             try:
                 async with self.pool.connection() as conn:
-                    state = await renew_lease(
+                    state = await run_renew_lease(
                         conn,
                         claimed.run_id,
                         claimed.lease_token,
@@ -203,7 +212,7 @@ class RunExecutor:
         self, claimed: ClaimedRun, events: EventWriter, paths: ClientPaths
     ) -> Outcome:
         async with self.pool.connection() as conn:
-            run = await load_execution_input(conn, claimed.run_id)
+            run = await run_execution_input(conn, claimed.run_id)
         if run.identity_error:
             raise RunFailure("run_identity", run.identity_error)
         try:
@@ -221,7 +230,7 @@ class RunExecutor:
         # the conversation or agent may have changed while we prepared.
         try:
             async with self.pool.connection() as conn:
-                current = await commit_manifest(
+                current = await run_commit_manifest(
                     conn,
                     claimed.run_id,
                     claimed.lease_token,
@@ -286,7 +295,7 @@ class RunExecutor:
     async def _finish(self, claimed: ClaimedRun, outcome: Outcome) -> str | None:
         try:
             async with self.pool.connection() as conn:
-                run = await finish_run(
+                run = await run_finish(
                     conn,
                     claimed.run_id,
                     claimed.lease_token,
@@ -305,7 +314,7 @@ class RunExecutor:
     async def _release(self, claimed: ClaimedRun, reason: str) -> None:
         try:
             async with self.pool.connection() as conn:
-                await release_run(conn, claimed.run_id, claimed.lease_token, reason=reason)
+                await run_release(conn, claimed.run_id, claimed.lease_token, reason=reason)
         except LeaseLost:
             log.warning("run %s: lease lost before it could be released", claimed.run_id)
 

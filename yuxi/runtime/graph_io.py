@@ -15,8 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, Interrupt
 
 from yuxi.agents.context import BaseContext
-from yuxi.queue.models import ClaimedRun, OutputMessage
-from yuxi.runtime.inputs import ExecutionInput
+from yuxi.queue.runs import ClaimedRun, ExecutionInput, OutputMessage
 
 
 async def graph_input(

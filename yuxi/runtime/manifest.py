@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import Any
 
-from yuxi.runtime.inputs import ExecutionInput
+from yuxi.queue.runs import ExecutionInput
 from yuxi.runtime.prepare import PreparedContext
 
 MANIFEST_VERSION = 2

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from yuxi.agents.base import BaseAgent
 from yuxi.agents.context import BaseContext
-from yuxi.runtime.inputs import ExecutionInput
+from yuxi.queue.runs import ExecutionInput
 from yuxi.runtime.resources import (
     RESOURCE_KINDS,
     ResourceCatalog,

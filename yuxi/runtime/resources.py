@@ -9,8 +9,12 @@ their dependencies, within what the user can access.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 from uuid import UUID
+
+from psycopg_pool import AsyncConnectionPool
+
+from yuxi.agents.tools import builtin_tool_names
 
 RESOURCE_KINDS = ("tools", "knowledges", "mcps", "skills")
 
@@ -55,3 +59,20 @@ def skill_closure(
         closure[skill] = None
         pending.extend(dep for dep in dependencies.get(skill, ()) if dep in allowed)
     return list(closure)
+
+
+class DatabaseCatalog:
+    """Resources as the database knows them. Tools are the built-ins (every user may use
+    them); knowledge bases, MCP servers and skills have no catalog yet, so none are
+    accessible. (The subagents a user can see come with the run's execution input.)"""
+
+    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+        self._pool = pool
+
+    async def accessible(self, kind: str, uid: UUID) -> list[str]:
+        if kind == "tools":
+            return builtin_tool_names()
+        return []
+
+    async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
+        return {}

@@ -24,11 +24,10 @@ from procrastinate import App, PsycopgConnector
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.db.pools import app_pool, checkpointer_pool, procrastinate_pool
-from yuxi.queue.maintenance import reconcile_expired_leases, redeliver_orphans
+from yuxi.queue.maintenance import run_reconcile_expired, run_redeliver_orphans
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.executor import ExecutorSettings, RunExecutor
-from yuxi.runtime.inputs import DatabaseCatalog
-from yuxi.runtime.resources import ResourceCatalog
+from yuxi.runtime.resources import DatabaseCatalog, ResourceCatalog
 from yuxi.scheduling.ticker import tick_until_idle
 from yuxi.settings import Settings
 
@@ -99,14 +98,14 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings) -> App:
     @app.task(name="yuxi_reconcile_leases", queue=MAINTENANCE_QUEUE)
     async def reconcile_leases(timestamp: int) -> None:
         async with runtime.pool.connection() as conn:
-            for run in await reconcile_expired_leases(conn):
+            for run in await run_reconcile_expired(conn):
                 log.warning("run %s: lease expired; now %s", run.run_id, run.status)
 
     @app.periodic(cron=every)
     @app.task(name="yuxi_redeliver_runs", queue=MAINTENANCE_QUEUE)
     async def redeliver_runs(timestamp: int) -> None:
         async with runtime.pool.connection() as conn:
-            for run in await redeliver_orphans(conn):
+            for run in await run_redeliver_orphans(conn):
                 log.warning(
                     "run %s: delivery was missing; re-delivered as job %s", run.run_id, run.job_id
                 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -18,11 +19,16 @@ from yuxi.api.dto import CreateProject, Project
 from yuxi.queue.projects import Project as StoredProject
 from yuxi.queue.projects import project_create, project_list
 from yuxi.runtime.prepare import user_workspace
+from yuxi.runtime.workspace import client_path
 
 
-def _view(row: StoredProject) -> Project:
+def _view(row: StoredProject, workspace: Path) -> Project:
+    # clients see the directory relative to their workspace, never the host's layout
     return Project(
-        id=row.id, name=row.name, workdir_path=row.workdir_path, created_at=row.created_at
+        id=row.id,
+        name=row.name,
+        workdir_path=client_path(workspace, row.workdir_path),
+        created_at=row.created_at,
     )
 
 
@@ -44,7 +50,8 @@ class ProjectsController(Controller):
             raise ValidationException("a project name is 1-200 characters")
         if data.workdir_path is not None and not 0 < len(data.workdir_path) <= 200:
             raise ValidationException("workdir_path is 1-200 characters")
-        projects = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid)) / "projects"
+        workspace = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid))
+        projects = workspace / "projects"
         workdir = (projects / (data.workdir_path or uuid4().hex[:12])).resolve()
         # a project's files stay in its owner's workspace: agents' file tools work there
         if not workdir.is_relative_to(projects.resolve()) or workdir == projects.resolve():
@@ -57,10 +64,14 @@ class ProjectsController(Controller):
             raise ValidationException(
                 f"workdir_path cannot be created: {error.strerror or type(error).__name__}"
             ) from None
-        return _view(await project_create(conn, user.uid, data.name, str(workdir)))
+        return _view(await project_create(conn, user.uid, data.name, str(workdir)), workspace)
 
     @get("/", summary="The caller's projects")
     async def list_all(
-        self, conn: NamedDependency[AsyncConnection[Any]], user: NamedDependency[User]
+        self,
+        state: State,
+        conn: NamedDependency[AsyncConnection[Any]],
+        user: NamedDependency[User],
     ) -> list[Project]:
-        return [_view(row) for row in await project_list(conn, user.uid)]
+        workspace = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid))
+        return [_view(row, workspace) for row in await project_list(conn, user.uid)]
