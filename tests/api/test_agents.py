@@ -10,6 +10,7 @@ import pytest
 
 from tests.api.conftest import Api, error_of
 from tests.fixtures.agent_package import install_agent_package, on_sys_path
+from yuxi.agents.tools import builtin_tool_names
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -336,3 +337,22 @@ async def test_threads_in_projects(api: Api) -> None:
         404,
         "not_found",
     )
+
+
+async def test_the_form_offers_what_the_caller_may_select(api: Api) -> None:
+    """``options`` of the resource fields: the built-in tools, the subagents the caller can
+    see (none but those), and empty catalogs for knowledge bases, MCP servers and skills."""
+    for slug, shared in (("helper-visible", "all"), ("helper-admins", "admins")):
+        body = agent_body(slug) | {"backend_id": "subagent", "is_subagent": True}
+        response = await api.admin.post("/api/agents", json=body | {"share_scope": shared})
+        assert response.status_code == 201, response.text
+    for client, expected in (
+        (api.alice, ["helper-visible"]),
+        (api.admin, ["helper-admins", "helper-visible"]),
+    ):
+        detail = (await client.get("/api/agents/chatbot")).json()
+        items = {item["key"]: item for item in detail["configurable_items"]}
+        assert items["tools"]["options"] == builtin_tool_names()
+        assert items["subagents"]["options"] == expected
+        for key in ("knowledges", "mcps", "skills"):
+            assert items[key]["options"] == [], key

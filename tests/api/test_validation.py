@@ -264,7 +264,7 @@ def _nul_cases() -> list[Any]:
                 "slug": "nul-b",
                 "name": "n",
                 "backend_id": "chatbot",
-                "config": {"context": {"x": nul}},
+                "config": {"context": {"system_prompt": nul}},
             },
         ),
         ("request_path_get", "GET", "/api/agent/requests/a%00b", ""),

@@ -27,6 +27,7 @@ from yuxi.api.routes.system import health
 from yuxi.api.routes.threads import ThreadsController
 from yuxi.api.state import AppState
 from yuxi.db.pools import app_pool, checkpointer_pool
+from yuxi.runtime.resources import DatabaseCatalog
 from yuxi.settings import Settings
 
 log = logging.getLogger("yuxi.api")
@@ -43,7 +44,9 @@ def create_app(url: str, settings: Settings) -> Litestar:
         await pool.open()
         await saver_pool.open()
         await hub.start()
-        app.state.yuxi = AppState(settings, pool, AsyncPostgresSaver(saver_pool), hub)
+        app.state.yuxi = AppState(
+            settings, pool, AsyncPostgresSaver(saver_pool), hub, DatabaseCatalog(pool)
+        )
         try:
             yield
         finally:

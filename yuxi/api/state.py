@@ -1,4 +1,5 @@
-"""What the API process shares between requests: pools, the event hub, the checkpointer."""
+"""What the API process shares between requests: pools, the event hub, the checkpointer,
+the resource catalog."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.api.event_hub import EventHub
+from yuxi.runtime.resources import ResourceCatalog
 from yuxi.settings import Settings
 
 
@@ -18,3 +20,5 @@ class AppState:
     pool: AsyncConnectionPool[Any]
     checkpointer: AsyncPostgresSaver
     hub: EventHub
+    # what each user may select in an agent's resource fields (the agent detail's form)
+    catalog: ResourceCatalog

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, get, post, put
+from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
 from litestar.params import FromPath, JSONBody
@@ -16,14 +17,15 @@ from yuxi.api.auth import User, require_admin
 from yuxi.api.dto import AgentDetail, AgentSummary, CreateAgent, SaveAgent
 from yuxi.queue.agents import VisibleAgent, agent_save, agents_visible
 from yuxi.queue.errors import InvalidInput, NotFound
+from yuxi.runtime.resources import RESOURCE_KINDS
 
 Conn = NamedDependency[AsyncConnection[Any]]
 
 
-def _detail(row: VisibleAgent) -> AgentDetail:
+def _detail(row: VisibleAgent, options: dict[str, list[str]]) -> AgentDetail:
     try:
         backend = get_backend(row.backend_id)
-        items = backend.context_schema.get_configurable_items()
+        items = backend.context_schema.get_configurable_items(options)
         capabilities = list(backend.capabilities)
     except UnknownBackend:
         items, capabilities = [], []
@@ -60,21 +62,22 @@ class AgentsController(Controller):
 
     @get("/{slug:str}", summary="One agent with its configuration form and values")
     async def get_agent(
-        self, conn: Conn, user: NamedDependency[User], slug: FromPath[str]
+        self, state: State, conn: Conn, user: NamedDependency[User], slug: FromPath[str]
     ) -> AgentDetail:
-        return await _visible(conn, user, slug)
+        return await _visible(state, conn, user, slug)
 
     @post("/", summary="Create an agent (admins)")
     async def create_agent(
-        self, conn: Conn, user: NamedDependency[User], data: JSONBody[CreateAgent]
+        self, state: State, conn: Conn, user: NamedDependency[User], data: JSONBody[CreateAgent]
     ) -> AgentDetail:
         require_admin(user)
         await _save(conn, data, data.slug, create=True)
-        return await _visible(conn, user, data.slug)
+        return await _visible(state, conn, user, data.slug)
 
     @put("/{slug:str}", summary="Replace an agent's settings (admins)")
     async def update_agent(
         self,
+        state: State,
         conn: Conn,
         user: NamedDependency[User],
         slug: FromPath[str],
@@ -82,15 +85,19 @@ class AgentsController(Controller):
     ) -> AgentDetail:
         require_admin(user)
         await _save(conn, data, slug, create=False)
-        return await _visible(conn, user, slug)
+        return await _visible(state, conn, user, slug)
 
 
-async def _visible(conn: AsyncConnection[Any], user: User, slug: str) -> AgentDetail:
+async def _visible(state: State, conn: AsyncConnection[Any], user: User, slug: str) -> AgentDetail:
     rows = await agents_visible(conn, user.uid)
-    for row in rows:
-        if row.slug == slug:
-            return _detail(row)
-    raise NotFound(f"agent {slug} not found")
+    row = next((row for row in rows if row.slug == slug), None)
+    if row is None:
+        raise NotFound(f"agent {slug} not found")
+    # the configuration form's choices: what this user may select for each resource field
+    catalog = state.yuxi.catalog
+    options = {kind: await catalog.accessible(kind, user.uid) for kind in RESOURCE_KINDS}
+    options["agents"] = [r.slug for r in rows if r.is_subagent]
+    return _detail(row, options)
 
 
 async def _save(conn: AsyncConnection[Any], data: SaveAgent, slug: str, *, create: bool) -> None:
