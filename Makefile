@@ -4,7 +4,7 @@
 PG15 ?= postgresql://postgres@127.0.0.1:5432/postgres
 PYTEST_ARGS ?=
 
-.PHONY: check lint format typecheck imports test test-pg15 test-docs help
+.PHONY: check lint format typecheck imports test test-pg15 test-docs reference help
 
 check: lint typecheck imports test  ## everything CI runs on the embedded PostgreSQL
 
@@ -30,6 +30,9 @@ test-pg15:  ## the whole suite again on the PostgreSQL at $(PG15)
 
 test-docs:  ## the README walkthrough and the psql recipes of docs/operations.md
 	uv run pytest tests/docs $(PYTEST_ARGS)
+
+reference:  ## regenerate docs/reference/sql.md from a scratch migrated database
+	uv run python -m yuxi.db.reference > docs/reference/sql.md
 
 help:  ## this list
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
