@@ -70,6 +70,9 @@ LEASED_RUN_STATUSES: frozenset[RunStatus] = frozenset(
 FINAL_RUN_STATUSES: frozenset[RunStatus] = frozenset(
     {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
 )
+# The run's execution is over, for now or for good: what a stream of its events, or a
+# parent waiting on a child run, waits for.
+ENDED_RUN_STATUSES: frozenset[RunStatus] = FINAL_RUN_STATUSES | {RunStatus.INTERRUPTED}
 
 # The statuses a run may move to from each status: yuxi.run_transition_allowed, which
 # the guard trigger yuxi.agent_runs_guard applies to every writer (raw UPDATEs too, which

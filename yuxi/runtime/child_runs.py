@@ -20,8 +20,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.queue.errors import QueueError
 from yuxi.queue.runs import ClaimedRun, run_create_subagent, run_get, run_result
+from yuxi.queue.statuses import ENDED_RUN_STATUSES, RunStatus
 
-ENDED = frozenset({"completed", "failed", "cancelled", "interrupted"})
 POLL_SECONDS = 0.2
 
 
@@ -67,7 +67,7 @@ class ChildRuns:
             status = await self._ended(child)
         async with pool.connection() as conn:
             result = await run_result(conn, child, uid=self._uid)
-        if status == "completed":
+        if status == RunStatus.COMPLETED:
             return result.output or ""
         reason = f": {result.error_message}" if result.error_message else ""
         return f"subagent {slug} {status}{reason}"
@@ -76,6 +76,6 @@ class ChildRuns:
         while True:
             async with self._executor.pool.connection() as conn:
                 run = await run_get(conn, child)
-            if run.status in ENDED:
+            if run.status in ENDED_RUN_STATUSES:
                 return run.status
             await asyncio.sleep(POLL_SECONDS)

@@ -44,6 +44,7 @@ from yuxi.queue.runs import (
     run_release,
     run_renew_lease,
 )
+from yuxi.queue.statuses import RunStatus
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.child_runs import ChildRuns
 from yuxi.runtime.events import EventWriter
@@ -148,7 +149,7 @@ class RunExecutor:
                         claimed.run_id,
                     )
                     return None
-                outcome = Outcome("cancelled")
+                outcome = Outcome(RunStatus.CANCELLED)
             return await self._finish(claimed, outcome)
         except asyncio.CancelledError:
             # The worker is shutting down: give the run back for another attempt.
@@ -181,7 +182,7 @@ class RunExecutor:
             except Exception:  # a passing database error: try again next interval
                 log.exception("run %s: lease renewal failed", claimed.run_id)
                 continue
-            if state.status == "cancel_requested":
+            if state.status == RunStatus.CANCEL_REQUESTED:
                 cancelled.set()
 
     async def _work(self, claimed: ClaimedRun, paths: ClientPaths) -> Outcome:
@@ -191,7 +192,9 @@ class RunExecutor:
         except RunFailure as failure:
             message = paths.hide(str(failure))
             await events.error(failure.error_type, message)
-            outcome = Outcome("failed", error_type=failure.error_type, error_message=message)
+            outcome = Outcome(
+                RunStatus.FAILED, error_type=failure.error_type, error_message=message
+            )
         except asyncio.CancelledError:
             # cancelled (by a cancel request or shutdown): keep what was streamed so far
             with contextlib.suppress(Exception):
@@ -204,7 +207,9 @@ class RunExecutor:
             # the message leaves the server: an OSError's text names host paths
             message = paths.hide(str(error))
             await events.error(type(error).__name__, message)
-            outcome = Outcome("failed", error_type=type(error).__name__, error_message=message)
+            outcome = Outcome(
+                RunStatus.FAILED, error_type=type(error).__name__, error_message=message
+            )
         outcome.events = await events.take()
         return outcome
 
@@ -287,10 +292,10 @@ class RunExecutor:
 
         if interrupts:
             await events.add(RunEvent("interrupt", interrupt_payload(interrupts)))
-            return Outcome("interrupted", [stored_message(m) for m in produced])
+            return Outcome(RunStatus.INTERRUPTED, [stored_message(m) for m in produced])
         if not any(isinstance(m, AIMessage) for m in produced):
             raise RunFailure("no_output", "the agent finished without a reply")
-        return Outcome("completed", [stored_message(m) for m in produced])
+        return Outcome(RunStatus.COMPLETED, [stored_message(m) for m in produced])
 
     async def _finish(self, claimed: ClaimedRun, outcome: Outcome) -> str | None:
         try:
@@ -325,7 +330,7 @@ def _outcome_of(work: asyncio.Task[Outcome], paths: ClientPaths) -> Outcome:
         raise error
     if error is not None:
         return Outcome(
-            "failed", error_type=type(error).__name__, error_message=paths.hide(str(error))
+            RunStatus.FAILED, error_type=type(error).__name__, error_message=paths.hide(str(error))
         )
     return work.result()
 

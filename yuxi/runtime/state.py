@@ -13,6 +13,8 @@ import msgspec
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Interrupt
 
+from yuxi.queue.statuses import RunStatus
+
 STATE_KEYS = ("todos", "files", "artifacts", "subagent_runs")
 INTERRUPT_CHANNEL = "__interrupt__"
 
@@ -42,7 +44,7 @@ async def read_thread_state(
     agent_state: dict[str, Any] = {key: _plain(values.get(key, _empty(key))) for key in STATE_KEYS}
     agent_state["message_count"] = len(values.get("messages") or [])
     interrupt = None
-    if latest_run_status == "interrupted":
+    if latest_run_status == RunStatus.INTERRUPTED:
         for _task_id, channel, value in saved.pending_writes or []:
             if channel != INTERRUPT_CHANNEL:
                 continue

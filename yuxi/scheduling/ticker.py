@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 from psycopg import AsyncConnection
 
+from yuxi.queue.statuses import OccurrenceStatus
 from yuxi.scheduling.cron import CronError, next_fire
 from yuxi.scheduling.jobs import job_disable_invalid, job_fire, job_mark_retry, jobs_due
 
@@ -70,9 +71,9 @@ async def tick(
                     )
                 result.retry += 1
                 continue
-            if occurrence.status == "submitted":
+            if occurrence.status == OccurrenceStatus.SUBMITTED:
                 result.fired += 1
-            elif occurrence.status == "skipped":
+            elif occurrence.status == OccurrenceStatus.SKIPPED:
                 result.skipped += 1
             else:
                 result.failed += 1

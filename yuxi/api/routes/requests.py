@@ -28,9 +28,8 @@ from yuxi.api.auth import User
 from yuxi.api.state import AppState
 from yuxi.queue.requests import RequestInfo, request_get
 from yuxi.queue.runs import Run, run_get
+from yuxi.queue.statuses import ENDED_RUN_STATUSES, RequestStatus
 from yuxi.queue.threads import thread_queue
-
-FINAL_RUN = frozenset({"completed", "failed", "cancelled", "interrupted"})
 
 
 class RequestEventsController(Controller):
@@ -74,7 +73,7 @@ class _Told:
     def news(self, now: _Snapshot) -> Iterator[ServerSentEventMessage]:
         """The events that bring the client from what it was told to ``now``."""
         info = now.info
-        if info.status == "queued":
+        if info.status == RequestStatus.QUEUED:
             if info.queue_position != self.position:
                 self.position = info.queue_position
                 yield _event("queued", {"queue_position": info.queue_position})
@@ -94,7 +93,7 @@ def _end_payload(now: _Snapshot) -> dict[str, Any] | None:
     info, run = now.info, now.run
     if info.run_id is None:
         return {"status": info.status, "run_id": None}
-    if run is None or run.status not in FINAL_RUN:
+    if run is None or run.status not in ENDED_RUN_STATUSES:
         return None
     end: dict[str, Any] = {"status": run.status, "run_id": str(run.run_id)}
     if run.error_type is not None:
@@ -116,7 +115,7 @@ async def _read(app: AppState, request_id: str, last: _Snapshot | None) -> _Snap
         info = await request_get(conn, request_id)
         if info.run_id is not None:
             return _Snapshot(info, await run_get(conn, info.run_id), info.run_id)
-        if info.status != "queued":
+        if info.status != RequestStatus.QUEUED:
             return _Snapshot(info, None, None)
         # the thread's latest run: its end is committed with the next dispatch
         queue = await thread_queue(conn, info.thread_id)

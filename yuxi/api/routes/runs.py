@@ -48,6 +48,7 @@ from yuxi.queue.runs import (
     run_result,
     run_resume,
 )
+from yuxi.queue.statuses import ENDED_RUN_STATUSES
 from yuxi.queue.threads import (
     ThreadQueue,
     thread_continue,
@@ -57,7 +58,6 @@ from yuxi.queue.threads import (
 )
 
 Conn = NamedDependency[AsyncConnection[Any]]
-FINAL = {"completed", "failed", "cancelled", "interrupted"}
 MAX_SEQ = 2**63 - 1  # event seqs are bigint
 
 
@@ -247,7 +247,7 @@ async def _stream(state: State, run_id: UUID, after: int) -> AsyncIterator[Serve
             async with app.pool.connection() as conn:
                 rows = await run_events_after(conn, run_id, last)
                 run = None if rows else await run_get(conn, run_id)
-                if run is not None and run.status in FINAL:
+                if run is not None and run.status in ENDED_RUN_STATUSES:
                     # the run may have ended between the two reads: read once more
                     rows = await run_events_after(conn, run_id, last)
             for row in rows:
@@ -259,7 +259,7 @@ async def _stream(state: State, run_id: UUID, after: int) -> AsyncIterator[Serve
                     return
             if rows:
                 continue
-            if run is not None and run.status in FINAL:
+            if run is not None and run.status in ENDED_RUN_STATUSES:
                 # the client is already past the run's end: send that same end again
                 async with app.pool.connection() as conn:
                     end = await run_end_event(conn, run_id)
