@@ -1,7 +1,9 @@
 -- yuxi: every table, index and constraint, and the composite types functions return.
 --
 -- State transitions are owned by the functions in the files that follow and guarded by
--- the triggers in 11_guards.sql; the constraints here hold no matter who writes.
+-- the triggers in 11_guards.sql; the constraints here hold no matter who writes. The
+-- status vocabularies and predicates they use are in 00_vocabulary.sql; the functions that
+-- compute the generated history_entry columns in 01_rendering.sql.
 
 -- System-wide defaults an operator may change from psql (e.g. the default model).
 CREATE TABLE yuxi.system_settings (
@@ -11,6 +13,8 @@ CREATE TABLE yuxi.system_settings (
 INSERT INTO yuxi.system_settings (key, value) VALUES
     ('default_model', 'builtin:scripted'),
     ('default_tool_approval_mode', 'auto');
+COMMENT ON TABLE yuxi.system_settings IS
+    'System-wide defaults an operator may change: default_model, default_tool_approval_mode';
 
 CREATE TABLE yuxi.users (
     id          uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -21,6 +25,8 @@ CREATE TABLE yuxi.users (
 );
 -- A name is reusable once its user is deleted.
 CREATE UNIQUE INDEX users_name_live_key ON yuxi.users (name) WHERE deleted_at IS NULL;
+COMMENT ON TABLE yuxi.users IS
+    'Accounts; every API call is made as one user. Soft-deleted (deleted_at), see yuxi.user_delete';
 
 -- Only the SHA-256 of a token is stored; the token itself is shown once at creation.
 CREATE TABLE yuxi.api_tokens (
@@ -33,6 +39,8 @@ CREATE TABLE yuxi.api_tokens (
     revoked_at    timestamptz
 );
 CREATE INDEX api_tokens_user_idx ON yuxi.api_tokens (user_id);
+COMMENT ON TABLE yuxi.api_tokens IS
+    'API tokens, stored as the SHA-256 of the token only';
 
 CREATE TABLE yuxi.projects (
     id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -44,6 +52,8 @@ CREATE TABLE yuxi.projects (
     deleted_at    timestamptz
 );
 CREATE INDEX projects_uid_idx ON yuxi.projects (uid) WHERE deleted_at IS NULL;
+COMMENT ON TABLE yuxi.projects IS
+    'A user''s working directories; a conversation''s workdir is its project''s';
 
 -- share_scope decides who sees an agent: everyone, admins only, or the users listed
 -- in agent_shares.
@@ -70,6 +80,12 @@ CREATE TABLE yuxi.agent_shares (
     uid         uuid NOT NULL REFERENCES yuxi.users (id) ON DELETE CASCADE,
     PRIMARY KEY (agent_slug, uid)
 );
+COMMENT ON TABLE yuxi.agents IS
+    'Agents: backend, config {context: {...}}, share scope (all, admins, selected), subagent or not. Soft-deleted';
+COMMENT ON COLUMN yuxi.agents.max_run_attempts IS
+    'Attempts a run may take: after a lost lease a run with budget left continues from its checkpoint';
+COMMENT ON TABLE yuxi.agent_shares IS
+    'The users who see an agent whose share_scope is selected';
 
 -- The conversation row is the per-thread lock: every queue operation on a thread
 -- starts with SELECT ... FOR UPDATE on it.
@@ -93,6 +109,14 @@ CREATE TABLE yuxi.conversations (
 -- updated_at stays out of every index: the queue touches it on each submit and finish,
 -- and an update that changes no indexed column is HOT (no index writes, cheap vacuum).
 CREATE INDEX conversations_uid_idx ON yuxi.conversations (uid) WHERE status = 'active';
+COMMENT ON TABLE yuxi.conversations IS
+    'Conversations (threads). The row is the per-thread lock: every queue operation starts with SELECT ... FOR UPDATE on it';
+COMMENT ON COLUMN yuxi.conversations.model_spec IS
+    'The conversation''s saved model, set when a request names one (second in the model resolution order)';
+COMMENT ON COLUMN yuxi.conversations.last_run_id IS
+    'The latest top-level (chat or resume) run: decides running or interrupted, and which run may be resumed';
+COMMENT ON COLUMN yuxi.conversations.paused_by_run_id IS
+    'Set while the backlog is paused by a failed or cancelled run';
 
 -- uid (here and on agent_runs) is the conversation's user, copied by the functions; it
 -- has no foreign key of its own: rows go with their conversation (ON DELETE CASCADE),
@@ -100,12 +124,12 @@ CREATE INDEX conversations_uid_idx ON yuxi.conversations (uid) WHERE status = 'a
 CREATE TABLE yuxi.agent_run_requests (
     -- internal order key; request_id is the public identity (client-chosen or generated)
     id                  bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-    request_id          text PRIMARY KEY CHECK (request_id ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$'),
+    request_id          text PRIMARY KEY CHECK (yuxi.request_id_is_valid(request_id)),
     uid                 uuid NOT NULL,
     thread_id           uuid NOT NULL REFERENCES yuxi.conversations (thread_id) ON DELETE CASCADE,
     source              text NOT NULL DEFAULT 'api' CHECK (source IN ('api', 'schedule', 'resume', 'psql')),
     queue_policy        text NOT NULL CHECK (queue_policy IN ('enqueue', 'reject', 'steer')),
-    status              text NOT NULL CHECK (status IN ('queued', 'dispatched', 'cancelled', 'rejected', 'failed')),
+    status              text NOT NULL CHECK (yuxi.request_status_is_valid(status)),
     input_message_id    bigint,
     dispatched_run_id   uuid,
     -- resolved at intake: {model_spec, tool_approval_mode} (+ resume for resume requests)
@@ -121,6 +145,12 @@ CREATE INDEX agent_run_requests_queue_idx
 CREATE UNIQUE INDEX agent_run_requests_one_steer_key
     ON yuxi.agent_run_requests (thread_id) WHERE status = 'queued' AND queue_policy = 'steer';
 CREATE INDEX agent_run_requests_thread_idx ON yuxi.agent_run_requests (thread_id, id);
+COMMENT ON TABLE yuxi.agent_run_requests IS
+    'Requests: one submitted message and its place in the thread''s FIFO queue. Guarded by yuxi.agent_run_requests_guard';
+COMMENT ON COLUMN yuxi.agent_run_requests.id IS
+    'Internal order key, the tie-breaker in queue order; request_id is the public identity';
+COMMENT ON COLUMN yuxi.agent_run_requests.input_payload IS
+    'Resolved at intake: {model_spec, tool_approval_mode} (plus resume for resume requests)';
 
 CREATE TABLE yuxi.messages (
     id               bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
@@ -129,8 +159,7 @@ CREATE TABLE yuxi.messages (
     content          text NOT NULL,
     run_id           uuid,
     request_id       text REFERENCES yuxi.agent_run_requests (request_id) ON DELETE CASCADE,
-    delivery_status  text CHECK (delivery_status IN
-                         ('queued', 'dispatched', 'complete', 'failed', 'cancelled', 'rejected')),
+    delivery_status  text CHECK (yuxi.delivery_status_is_valid(delivery_status)),
     metadata         jsonb NOT NULL DEFAULT '{}',
     created_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
     -- history's JSON of this message (01_rendering.sql): computed by PostgreSQL on
@@ -143,6 +172,10 @@ CREATE TABLE yuxi.messages (
 );
 CREATE INDEX messages_thread_idx ON yuxi.messages (thread_id, id);
 CREATE INDEX messages_run_idx ON yuxi.messages (run_id) WHERE run_id IS NOT NULL;
+COMMENT ON TABLE yuxi.messages IS
+    'A thread''s messages: user messages (with a delivery status) and a run''s output. Never rewritten';
+COMMENT ON COLUMN yuxi.messages.history_entry IS
+    'The message as history renders it (JSON text), generated';
 
 ALTER TABLE yuxi.agent_run_requests
     ADD CONSTRAINT agent_run_requests_input_message_fk
@@ -158,9 +191,7 @@ CREATE TABLE yuxi.agent_runs (
     request_id            text NOT NULL REFERENCES yuxi.agent_run_requests (request_id) ON DELETE CASCADE,
     run_type              text NOT NULL CHECK (run_type IN ('chat', 'resume', 'subagent')),
     created_by_run_id     uuid REFERENCES yuxi.agent_runs (run_id) ON DELETE CASCADE,
-    status                text NOT NULL DEFAULT 'pending' CHECK (status IN
-                              ('pending', 'running', 'cancel_requested', 'interrupted',
-                               'completed', 'failed', 'cancelled')),
+    status                text NOT NULL DEFAULT 'pending' CHECK (yuxi.run_status_is_valid(status)),
     input_message_id      bigint REFERENCES yuxi.messages (id) DEFERRABLE INITIALLY DEFERRED,
     -- {model_spec, tool_approval_mode} (+ resume); inherited by resume runs
     input_payload         jsonb NOT NULL DEFAULT '{}',
@@ -189,15 +220,15 @@ CREATE TABLE yuxi.agent_runs (
     CHECK ((run_type = 'chat') = (created_by_run_id IS NULL)),
     CHECK ((manifest IS NULL) = (manifest_fingerprint IS NULL)),
     -- a lease exists exactly while a worker executes the run
-    CHECK ((status IN ('running', 'cancel_requested'))
-           = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)),
-    CHECK ((status IN ('completed', 'failed', 'cancelled', 'interrupted')) = (finished_at IS NOT NULL))
+    CHECK (yuxi.run_is_leased(status) = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)),
+    -- a run that no longer holds its thread has ended, for now (interrupted) or for good
+    CHECK (yuxi.run_is_active(status) = (finished_at IS NULL))
 );
 -- At most one active top-level run per conversation. Subagent runs execute inside
 -- their parent's run and are not part of the thread's queue.
 CREATE UNIQUE INDEX agent_runs_one_active_key
     ON yuxi.agent_runs (thread_id)
-    WHERE status IN ('pending', 'running', 'cancel_requested') AND run_type <> 'subagent';
+    WHERE yuxi.run_is_active(status) AND run_type <> 'subagent';
 -- Each interrupted run is resumed at most once.
 CREATE UNIQUE INDEX agent_runs_one_resume_key
     ON yuxi.agent_runs (created_by_run_id) WHERE run_type = 'resume';
@@ -205,8 +236,16 @@ CREATE INDEX agent_runs_thread_idx ON yuxi.agent_runs (thread_id, created_at, ru
 CREATE INDEX agent_runs_children_idx ON yuxi.agent_runs (created_by_run_id)
     WHERE created_by_run_id IS NOT NULL;
 CREATE INDEX agent_runs_lease_idx ON yuxi.agent_runs (lease_expires_at)
-    WHERE status IN ('running', 'cancel_requested');
+    WHERE yuxi.run_is_leased(status);
 CREATE INDEX agent_runs_pending_idx ON yuxi.agent_runs (created_at) WHERE status = 'pending';
+COMMENT ON TABLE yuxi.agent_runs IS
+    'Runs: one execution of a request, resume or subagent task, under a lease. Guarded by yuxi.agent_runs_guard';
+COMMENT ON COLUMN yuxi.agent_runs.input_payload IS
+    '{model_spec, tool_approval_mode} (plus resume for resume runs); inherited by resume runs';
+COMMENT ON COLUMN yuxi.agent_runs.delivery_job_id IS
+    'The latest procrastinate job that delivers the run';
+COMMENT ON COLUMN yuxi.agent_runs.history_entry IS
+    'The run as history renders it (JSON text), generated';
 
 ALTER TABLE yuxi.conversations
     ADD CONSTRAINT conversations_last_run_fk FOREIGN KEY (last_run_id)
@@ -237,6 +276,8 @@ CREATE TABLE yuxi.agent_run_attempts (
     PRIMARY KEY (run_id, attempt_no),
     CHECK ((ended_at IS NULL) = (outcome IS NULL))
 );
+COMMENT ON TABLE yuxi.agent_run_attempts IS
+    'One row per claim of a run, written when it starts and once when it ends';
 
 -- Durable event log per run: SSE clients resume from any seq, at any later time.
 CREATE TABLE yuxi.run_events (
@@ -249,6 +290,8 @@ CREATE TABLE yuxi.run_events (
 );
 -- Exactly one `end` per run.
 CREATE UNIQUE INDEX run_events_one_end_key ON yuxi.run_events (run_id) WHERE event = 'end';
+COMMENT ON TABLE yuxi.run_events IS
+    'Durable, append-only event log of each run (gap-free seq, exactly one end); SSE resumes from any seq';
 
 -- ---------------------------------------------------------------------------------
 -- Scheduled agent jobs
@@ -274,13 +317,15 @@ CREATE TABLE yuxi.scheduled_agent_jobs (
 CREATE INDEX scheduled_agent_jobs_due_idx ON yuxi.scheduled_agent_jobs (next_fire_at)
     WHERE enabled AND deleted_at IS NULL;
 CREATE INDEX scheduled_agent_jobs_uid_idx ON yuxi.scheduled_agent_jobs (uid) WHERE deleted_at IS NULL;
+COMMENT ON TABLE yuxi.scheduled_agent_jobs IS
+    'Scheduled agent jobs: project, agent, prompt, 5-field cron and IANA time zone, next fire time in UTC. Soft-deleted';
 
 CREATE TABLE yuxi.scheduled_job_occurrences (
     id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     job_id           uuid NOT NULL REFERENCES yuxi.scheduled_agent_jobs (id) ON DELETE CASCADE,
     scheduled_for    timestamptz NOT NULL,
     trigger          text NOT NULL CHECK (trigger IN ('schedule', 'manual')),
-    status           text NOT NULL CHECK (status IN ('submitted', 'skipped', 'failed', 'pending_retry')),
+    status           text NOT NULL CHECK (yuxi.occurrence_status_is_valid(status)),
     -- what the job said when it fired: agent, prompt, approval mode, cron, zone, project
     config_snapshot  jsonb NOT NULL,
     thread_id        uuid,
@@ -295,6 +340,8 @@ CREATE UNIQUE INDEX scheduled_job_occurrences_slot_key
     ON yuxi.scheduled_job_occurrences (job_id, scheduled_for) WHERE trigger = 'schedule';
 CREATE INDEX scheduled_job_occurrences_job_idx
     ON yuxi.scheduled_job_occurrences (job_id, created_at DESC);
+COMMENT ON TABLE yuxi.scheduled_job_occurrences IS
+    'One row per fire of a job: at most one per job and scheduled slot';
 
 -- ---------------------------------------------------------------------------------
 -- Composite types returned by the functions
@@ -309,6 +356,8 @@ CREATE TYPE yuxi.request_info AS (
     run_id          uuid,
     created_at      timestamptz
 );
+COMMENT ON TYPE yuxi.request_info IS
+    'The request view: what submitting, steering, cancelling and reading a request return';
 
 CREATE TYPE yuxi.claimed_run AS (
     run_id             uuid,
@@ -326,6 +375,8 @@ CREATE TYPE yuxi.claimed_run AS (
     started_at         timestamptz,
     manifest_fingerprint text
 );
+COMMENT ON TYPE yuxi.claimed_run IS
+    'What yuxi.run_claim returns: the run and its new lease';
 
 CREATE TYPE yuxi.thread_info AS (
     id             uuid,
@@ -336,6 +387,8 @@ CREATE TYPE yuxi.thread_info AS (
     created_at     timestamptz,
     updated_at     timestamptz
 );
+COMMENT ON TYPE yuxi.thread_info IS
+    'A thread as the API shows it; thread_status is loading, ready or done';
 
 CREATE TYPE yuxi.occurrence_info AS (
     id             uuid,
@@ -350,3 +403,5 @@ CREATE TYPE yuxi.occurrence_info AS (
     error          text,
     created_at     timestamptz
 );
+COMMENT ON TYPE yuxi.occurrence_info IS
+    'A scheduled job occurrence with its run and the run''s current status';

@@ -1,3 +1,6 @@
+-- yuxi: users and API tokens, callable from psql as from the CLI. Tokens are never
+-- stored: callers pass sha256(token).
+
 CREATE FUNCTION yuxi.user_create(
     p_name text, p_is_admin boolean, p_token_hash bytea, p_token_name text DEFAULT 'default'
 ) RETURNS uuid
@@ -18,6 +21,8 @@ BEGIN
     RETURN v_uid;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.user_create(text, boolean, bytea, text) IS
+    'Creates a user and its first API token (p_token_hash = sha256 of the token); returns the user id. Raises invalid_input (YV001) for a bad or taken name or hash';
 
 CREATE FUNCTION yuxi.token_create(p_uid uuid, p_token_hash bytea, p_name text DEFAULT 'default')
 RETURNS uuid
@@ -38,6 +43,8 @@ BEGIN
     RETURN v_id;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.token_create(uuid, bytea, text) IS
+    'Adds an API token (p_token_hash = sha256 of the token) to a live user; returns its id. Raises invalid_input (YV001), not_found (YN001)';
 
 -- The live user a token belongs to, or no row. last_used_at is refreshed at most once
 -- a minute so authentication does not write on every request.
@@ -54,6 +61,8 @@ BEGIN
     WHERE t.token_hash = p_token_hash AND t.revoked_at IS NULL AND u.deleted_at IS NULL;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.token_authenticate(bytea) IS
+    'The live user a token hash belongs to (uid, name, is_admin), or no row; refreshes last_used_at at most once a minute';
 
 -- Deletes a user: soft-deletes the account, revokes its tokens and removes its
 -- scheduled jobs and their occurrences, in one transaction.
@@ -68,6 +77,8 @@ BEGIN
     DELETE FROM yuxi.scheduled_agent_jobs WHERE uid = p_uid;  -- occurrences cascade
 END;
 $$;
+COMMENT ON FUNCTION yuxi.user_delete(uuid) IS
+    'Deletes a user: soft-deletes the account, revokes its tokens, removes its scheduled jobs and their occurrences. Raises not_found (YN001)';
 
 -- Live users with how many tokens still authenticate them. Never a token or its hash.
 CREATE FUNCTION yuxi.user_list()
@@ -83,3 +94,5 @@ LANGUAGE sql STABLE AS $$
     WHERE u.deleted_at IS NULL
     ORDER BY u.name
 $$;
+COMMENT ON FUNCTION yuxi.user_list() IS
+    'Operators: live users with their number of active tokens and last use. Never a token or its hash';

@@ -1,3 +1,5 @@
+-- yuxi: agents, who may see them, and saving them.
+
 -- plpgsql rather than SQL: its plan is cached, which before PostgreSQL 18 halves the
 -- cost of every call (it is on the path of every submit and every run).
 CREATE FUNCTION yuxi.agent_visible_to(p_slug text, p_uid uuid) RETURNS boolean
@@ -17,6 +19,8 @@ BEGIN
     );
 END;
 $$;
+COMMENT ON FUNCTION yuxi.agent_visible_to(text, uuid) IS
+    'True when the live user p_uid may see the live agent p_slug (share scope all, an admin, or shared with the user)';
 
 -- Subagents a user can see (the default `subagents` of a chatbot).
 CREATE FUNCTION yuxi.subagents_visible_to(p_uid uuid) RETURNS SETOF text
@@ -25,6 +29,8 @@ LANGUAGE sql STABLE AS $$
     WHERE a.is_subagent AND yuxi.agent_visible_to(a.slug, p_uid)
     ORDER BY a.slug
 $$;
+COMMENT ON FUNCTION yuxi.subagents_visible_to(uuid) IS
+    'The slugs of the subagents a user can see, in order';
 
 -- Agents a user can see.
 CREATE FUNCTION yuxi.agents_visible(p_uid uuid)
@@ -37,6 +43,8 @@ LANGUAGE sql STABLE AS $$
     WHERE a.deleted_at IS NULL AND yuxi.agent_visible_to(a.slug, p_uid)
     ORDER BY a.slug
 $$;
+COMMENT ON FUNCTION yuxi.agents_visible(uuid) IS
+    'The agents a user can see, by slug';
 
 -- Creates an agent unless one with this slug exists; true when it was created.
 CREATE FUNCTION yuxi.agent_seed(
@@ -54,6 +62,8 @@ BEGIN
     RETURN coalesce(v_created, false);
 END;
 $$;
+COMMENT ON FUNCTION yuxi.agent_seed(text, text, text, jsonb, text) IS
+    'Creates an agent unless one with this slug exists; true when it was created';
 
 -- Creates (p_create) or updates an agent, with the users it is shared with when
 -- share_scope is 'selected'. Admin-only at the API; open to operators from psql.
@@ -107,6 +117,8 @@ BEGIN
     ON CONFLICT DO NOTHING;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.agent_save(boolean, text, text, text, text, jsonb, text, uuid[], boolean, integer) IS
+    'Creates (p_create) or updates an agent and the users it is shared with. Raises invalid_input (YV001), agent_exists (YQ011), not_found (YN001)';
 
 -- Every agent, deleted ones included (a deleted slug still cannot be created again).
 -- shared_with lists the live users of a `selected` agent's shares: deleted users no
@@ -130,3 +142,5 @@ LANGUAGE sql STABLE AS $$
     ) s ON true
     ORDER BY a.slug
 $$;
+COMMENT ON FUNCTION yuxi.agent_list() IS
+    'Operators: every agent, deleted ones included, with the live users it is shared with';

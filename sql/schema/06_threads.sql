@@ -1,3 +1,9 @@
+-- yuxi: conversations (threads): locking one, creating, reading, deleting, and the
+-- queue state of each.
+--
+-- Reads scoped to one user: unknown, deleted and other users' threads are all "not
+-- found" (YN001), so their existence does not leak.
+
 -- Locks a live conversation the caller may use. Unknown, deleted and other users'
 -- threads are all "not found" so their existence does not leak.
 CREATE FUNCTION yuxi.thread_lock(p_uid uuid, p_thread_id uuid) RETURNS yuxi.conversations
@@ -19,6 +25,8 @@ BEGIN
     RETURN v_conv;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.thread_lock(uuid, uuid) IS
+    'Internal: locks a live conversation the caller may use (FOR UPDATE) and returns it. Raises not_found (YN001)';
 
 -- Creates a conversation bound to an agent the user can see, in a project the user
 -- owns (or none).
@@ -42,10 +50,12 @@ BEGIN
     RETURN v_conv;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.thread_create(uuid, text, uuid, text) IS
+    'Creates a conversation bound to an agent the user can see, in a project the user owns (or none). Raises not_found (YN001)';
 
 -- loading: a run is pending or running; ready: a run finished since the thread was last
 -- viewed; done: nothing new.
-CREATE OR REPLACE FUNCTION yuxi.thread_status_of(p_last_run_id uuid, p_last_viewed_run_id uuid)
+CREATE FUNCTION yuxi.thread_status_of(p_last_run_id uuid, p_last_viewed_run_id uuid)
 RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -55,7 +65,7 @@ BEGIN
         RETURN 'done';
     END IF;
     SELECT status INTO v_status FROM yuxi.agent_runs WHERE run_id = p_last_run_id;
-    IF v_status IN ('pending', 'running', 'cancel_requested') THEN
+    IF yuxi.run_is_active(v_status) THEN
         RETURN 'loading';
     ELSIF v_status IS NOT NULL AND p_last_run_id IS DISTINCT FROM p_last_viewed_run_id THEN
         RETURN 'ready';
@@ -63,8 +73,11 @@ BEGIN
     RETURN 'done';
 END;
 $$;
+COMMENT ON FUNCTION yuxi.thread_status_of(uuid, uuid) IS
+    'Internal: loading (a run is active), ready (a run finished since the thread was last viewed) or done';
 
-CREATE OR REPLACE FUNCTION yuxi.thread_info_of(c yuxi.conversations) RETURNS yuxi.thread_info
+-- A conversation as the API shows it.
+CREATE FUNCTION yuxi.thread_info_of(c yuxi.conversations) RETURNS yuxi.thread_info
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN (c.thread_id, c.agent_slug, c.project_id, c.title,
@@ -72,6 +85,8 @@ BEGIN
             c.updated_at)::yuxi.thread_info;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.thread_info_of(yuxi.conversations) IS
+    'Internal: a conversation row as yuxi.thread_info';
 
 CREATE FUNCTION yuxi.thread_get(p_uid uuid, p_thread_id uuid) RETURNS yuxi.thread_info
 LANGUAGE plpgsql STABLE AS $$
@@ -86,6 +101,8 @@ BEGIN
     RETURN yuxi.thread_info_of(v_conv);
 END;
 $$;
+COMMENT ON FUNCTION yuxi.thread_get(uuid, uuid) IS
+    'A live thread of the user as yuxi.thread_info. Raises not_found (YN001)';
 
 CREATE FUNCTION yuxi.thread_list(p_uid uuid) RETURNS SETOF yuxi.thread_info
 LANGUAGE sql STABLE AS $$
@@ -94,6 +111,8 @@ LANGUAGE sql STABLE AS $$
     WHERE c.uid = p_uid AND c.status = 'active'
     ORDER BY c.updated_at DESC, c.thread_id
 $$;
+COMMENT ON FUNCTION yuxi.thread_list(uuid) IS
+    'The user''s live threads, most recently updated first';
 
 -- Marks the thread's latest run as seen. Reading history never does this.
 CREATE FUNCTION yuxi.thread_mark_viewed(p_uid uuid, p_thread_id uuid) RETURNS yuxi.thread_info
@@ -105,7 +124,7 @@ BEGIN
     UPDATE yuxi.conversations c
     SET last_viewed_run_id = CASE
             WHEN EXISTS (SELECT 1 FROM yuxi.agent_runs r WHERE r.run_id = c.last_run_id
-                         AND r.status IN ('pending', 'running', 'cancel_requested'))
+                         AND yuxi.run_is_active(r.status))
             THEN c.last_viewed_run_id ELSE c.last_run_id END
     WHERE c.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active'
     RETURNING * INTO v_conv;
@@ -115,6 +134,8 @@ BEGIN
     RETURN yuxi.thread_info_of(v_conv);
 END;
 $$;
+COMMENT ON FUNCTION yuxi.thread_mark_viewed(uuid, uuid) IS
+    'Marks the thread''s latest finished run as seen; returns the thread. Raises not_found (YN001)';
 
 -- Soft-deletes a thread: its queued requests are cancelled and its active run is asked
 -- to stop, so nothing keeps running for a conversation nobody can see.
@@ -139,13 +160,15 @@ BEGIN
         WHERE request_id = v_request AND role = 'user';
     END LOOP;
     IF EXISTS (SELECT 1 FROM yuxi.agent_runs WHERE run_id = v_conv.last_run_id
-               AND status IN ('pending', 'running', 'interrupted')) THEN
+               AND yuxi.run_is_cancellable(status)) THEN
         PERFORM yuxi.run_request_cancel(v_conv.last_run_id, p_uid);
     END IF;
     UPDATE yuxi.conversations SET status = 'deleted', paused_by_run_id = NULL, updated_at = clock_timestamp()
     WHERE thread_id = p_thread_id;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.thread_delete(uuid, uuid) IS
+    'Soft-deletes a thread: cancels its queued requests and asks its last run to stop. Raises not_found (YN001)';
 
 -- The queue state of every live thread: what an operator looks at first.
 -- `stalled` (an idle thread holding a backlog without a pause) is only reachable by
@@ -177,7 +200,7 @@ SELECT q.thread_id,
 FROM (
     SELECT c.thread_id, c.uid, c.paused_by_run_id, pr.status AS paused_by_status,
            lr.run_id AS last_run_id, lr.status AS last_run_status,
-           coalesce(lr.status IN ('pending', 'running', 'cancel_requested'), false) AS busy,
+           coalesce(yuxi.run_is_active(lr.status), false) AS busy,
            (SELECT count(*) FROM yuxi.agent_run_requests r
             WHERE r.thread_id = c.thread_id AND r.status = 'queued') AS queued_count
     FROM yuxi.conversations c
@@ -185,6 +208,8 @@ FROM (
     LEFT JOIN yuxi.agent_runs pr ON pr.run_id = c.paused_by_run_id
     WHERE c.status = 'active'
 ) q;
+COMMENT ON VIEW yuxi.thread_queues IS
+    'The queue state of every live thread: running, interrupted, paused or ready, with why and what blocks it';
 
 -- Resumes a backlog paused by a failed or cancelled run: dispatches its head.
 CREATE FUNCTION yuxi.thread_continue(p_thread_id uuid, p_uid uuid DEFAULT NULL) RETURNS uuid
@@ -194,7 +219,7 @@ DECLARE
 BEGIN
     v_conv := yuxi.thread_lock(p_uid, p_thread_id);
     IF EXISTS (SELECT 1 FROM yuxi.agent_runs WHERE run_id = v_conv.last_run_id
-               AND status IN ('pending', 'running', 'cancel_requested', 'interrupted')) THEN
+               AND NOT yuxi.run_is_final(status)) THEN
         RAISE EXCEPTION 'thread % has run % in progress', p_thread_id, v_conv.last_run_id
             USING ERRCODE = 'YQ003', HINT = 'run_busy';
     END IF;
@@ -209,6 +234,8 @@ BEGIN
     RETURN yuxi.thread_dispatch_head(v_conv);
 END;
 $$;
+COMMENT ON FUNCTION yuxi.thread_continue(uuid, uuid) IS
+    'Resumes a backlog paused by a failed or cancelled run (or stalled): dispatches its head; returns the new run or NULL. Raises run_busy (YQ003), queue_not_paused (YQ009), not_found (YN001)';
 
 -- thread_queues with the owner's name, the agent and how long the backlog has waited.
 -- Without a thread: the threads that are not `ready` (running, interrupted or paused,
@@ -231,3 +258,5 @@ LANGUAGE sql STABLE AS $$
     WHERE (p_thread_id IS NULL AND q.status <> 'ready') OR q.thread_id = p_thread_id
     ORDER BY q.status, c.created_at, q.thread_id
 $$;
+COMMENT ON FUNCTION yuxi.thread_queue_list(uuid) IS
+    'Operators: yuxi.thread_queues with owner, agent and waiting_since; without p_thread_id the threads that are not ready, else that thread''s row';

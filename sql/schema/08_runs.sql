@@ -1,3 +1,15 @@
+-- yuxi: runs: reading one, what a worker reads to execute it, its lease, ending it,
+-- cancelling, resuming, child runs, and the reconciliation of expired leases.
+-- Conventions (error codes, lock order, p_uid, p_now): 00_vocabulary.sql.
+--
+-- A worker preparing a run reads the database once (run_execution_input also returns
+-- the subagents the run's user can see) and commits the manifest and re-reads the run's
+-- identity in one call (run_commit_manifest): the executor's last check before the
+-- graph starts.
+
+-- ---------------------------------------------------------------------------------
+-- Reading
+
 -- A run for its owner (p_uid) or an operator (NULL); not_found otherwise.
 CREATE FUNCTION yuxi.run_get(p_run_id uuid, p_uid uuid DEFAULT NULL) RETURNS yuxi.agent_runs
 LANGUAGE plpgsql STABLE AS $$
@@ -11,6 +23,8 @@ BEGIN
     RETURN v_run;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_get(uuid, uuid) IS
+    'A run for its owner (p_uid) or an operator (NULL). Raises not_found (YN001)';
 
 -- Everything the executor needs about a run, its conversation, agent and project, in
 -- one read. `identity_error` is NULL when the run may execute, else why it may not:
@@ -61,6 +75,11 @@ LANGUAGE sql STABLE AS $$
     LEFT JOIN yuxi.messages m ON m.id = r.input_message_id
     WHERE r.run_id = p_run_id
 $$;
+COMMENT ON FUNCTION yuxi.run_execution_input(uuid) IS
+    'Worker: everything needed to execute a run, in one read; identity_error says why the run may not execute (NULL when it may)';
+
+-- ---------------------------------------------------------------------------------
+-- Leases
 
 -- Claims a pending run: a new attempt with a fresh lease token. A duplicate delivery
 -- finds the run no longer pending and gets run_not_claimable; nothing runs twice.
@@ -99,19 +118,23 @@ BEGIN
                v_run.manifest_fingerprint)::yuxi.claimed_run;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_claim(uuid, text, double precision, timestamptz) IS
+    'Worker: claims a pending run under a new lease and attempt. Raises invalid_input (YV001), not_found (YN001), run_not_claimable (YQ010)';
 
 -- Raises lease_lost unless p_token holds an unexpired lease on the locked run p_run.
 CREATE FUNCTION yuxi.lease_check(p_run yuxi.agent_runs, p_token uuid, p_now timestamptz)
 RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF p_run.status NOT IN ('running', 'cancel_requested') OR p_run.lease_token IS DISTINCT FROM p_token
+    IF NOT yuxi.run_is_leased(p_run.status) OR p_run.lease_token IS DISTINCT FROM p_token
        OR p_run.lease_expires_at <= p_now THEN
         RAISE EXCEPTION 'lease on run % is lost (run is %)', p_run.run_id, p_run.status
             USING ERRCODE = 'YL001', HINT = 'lease_lost';
     END IF;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.lease_check(yuxi.agent_runs, uuid, timestamptz) IS
+    'Internal: raises lease_lost (YL001) unless p_token holds an unexpired lease on the locked run p_run';
 
 -- Locks a run for its lease holder, or raises lease_lost.
 CREATE FUNCTION yuxi.run_lock_leased(p_run_id uuid, p_token uuid, p_now timestamptz)
@@ -128,6 +151,8 @@ BEGIN
     RETURN v_run;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_lock_leased(uuid, uuid, timestamptz) IS
+    'Internal: locks a run for its lease holder. Raises not_found (YN001), lease_lost (YL001)';
 
 -- Extends the lease. Returns the run's status so the holder learns of a cancel request
 -- on the same round trip.
@@ -146,13 +171,15 @@ BEGIN
     SET lease_expires_at = v_now + make_interval(secs => p_lease_seconds), heartbeat_at = v_now,
         updated_at = v_now
     WHERE r.run_id = p_run_id AND r.lease_token = p_token AND r.lease_expires_at > v_now
-      AND r.status IN ('running', 'cancel_requested')
+      AND yuxi.run_is_leased(r.status)
     RETURNING r.status, r.lease_expires_at INTO status, lease_expires_at;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'lease on run % is lost', p_run_id USING ERRCODE = 'YL001', HINT = 'lease_lost';
     END IF;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_renew_lease(uuid, uuid, double precision, timestamptz) IS
+    'Worker: extends the lease; returns the run''s status (cancel_requested tells the holder to stop). Raises invalid_input (YV001), lease_lost (YL001)';
 
 -- Write-once: the first fingerprint stays; an equal one is accepted (a retry that
 -- derived the same manifest); a different one raises and changes nothing.
@@ -179,6 +206,8 @@ BEGIN
     RETURN coalesce(v_run.manifest_fingerprint, p_fingerprint);
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_write_manifest(uuid, uuid, jsonb, text, timestamptz) IS
+    'Worker: stores the run''s manifest once; an equal fingerprint is accepted again. Raises invalid_input (YV001), lease_lost (YL001), manifest_conflict (YM001)';
 
 -- Writes the manifest as yuxi.run_write_manifest does (under the lease, write-once) and
 -- then reads the run's identity again, as it stands now that preparation is over: a
@@ -194,6 +223,11 @@ BEGIN
     RETURN NEXT;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text) IS
+    'Worker: yuxi.run_write_manifest, then the run''s identity_error and backend as they stand now. Raises as yuxi.run_write_manifest';
+
+-- ---------------------------------------------------------------------------------
+-- Ending runs
 
 -- Locks a run's conversation (top-level runs) and then the run, in the global order.
 CREATE FUNCTION yuxi.run_lock(p_run_id uuid, p_uid uuid DEFAULT NULL) RETURNS yuxi.agent_runs
@@ -210,6 +244,8 @@ BEGIN
     RETURN v_run;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_lock(uuid, uuid) IS
+    'Internal: locks a run''s conversation, then the run (the global lock order). Raises not_found (YN001)';
 
 -- Everything that follows a run reaching a terminal or interrupted status, in the same
 -- transaction: the single `end` event, the input message's delivery status, the run's
@@ -245,11 +281,11 @@ BEGIN
     END IF;
 
     -- Children do not outlive a parent that has ended.
-    IF p_run.status IN ('completed', 'failed', 'cancelled') THEN
+    IF yuxi.run_is_final(p_run.status) THEN
         PERFORM yuxi.run_request_cancel(c.run_id, NULL, p_run.finished_at)
         FROM yuxi.agent_runs c
         WHERE c.created_by_run_id = p_run.run_id AND c.run_type = 'subagent'
-          AND c.status IN ('pending', 'running', 'interrupted');
+          AND yuxi.run_is_cancellable(c.status);
     END IF;
 
     IF p_run.run_type = 'subagent' THEN
@@ -271,6 +307,8 @@ BEGIN
     UPDATE yuxi.conversations SET updated_at = clock_timestamp() WHERE thread_id = p_run.thread_id;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_settle(yuxi.agent_runs, boolean, boolean) IS
+    'Internal: what follows a run reaching an outcome, in the same transaction: its end event, the input message''s delivery status, its children, the thread''s queue';
 
 -- Ends a run as its lease holder. p_messages ([{role, content, metadata?}, ...]) are
 -- stored as the run's output; `completed` needs at least one assistant message.
@@ -295,7 +333,7 @@ BEGIN
             USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
     v_events := jsonb_array_length(coalesce(p_events, '[]'));
-    IF p_status IS NULL OR p_status NOT IN ('completed', 'failed', 'cancelled', 'interrupted') THEN
+    IF p_status IS NULL OR NOT (yuxi.run_is_final(p_status) OR p_status = 'interrupted') THEN
         RAISE EXCEPTION 'a run finishes completed, failed, cancelled or interrupted, not %', coalesce(p_status, 'null')
             USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
@@ -332,6 +370,8 @@ BEGIN
     RETURN v_run;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_finish(uuid, uuid, text, jsonb, text, text, timestamptz, boolean, jsonb) IS
+    'Worker: ends a run completed, failed, cancelled or interrupted with its output messages and last events, and moves the thread''s queue on. Raises invalid_input (YV001), lease_lost (YL001), illegal_transition (YT001)';
 
 -- Gives a run back for another attempt (e.g. a worker shutting down). A run whose
 -- cancellation was requested is cancelled instead: there is nothing left to retry.
@@ -358,6 +398,8 @@ BEGIN
     RETURN v_run;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_release(uuid, uuid, text, timestamptz) IS
+    'Worker: gives a run back as pending for another attempt (a cancel_requested one is cancelled instead). Raises lease_lost (YL001)';
 
 -- Asks a run to stop, and its child runs with it. A pending run (no worker holds it)
 -- or an interrupted one is cancelled at once; a running one becomes
@@ -398,13 +440,18 @@ BEGIN
     FOR v_child IN
         SELECT run_id FROM yuxi.agent_runs
         WHERE created_by_run_id = p_run_id AND run_type = 'subagent'
-          AND status IN ('pending', 'running', 'interrupted')
+          AND yuxi.run_is_cancellable(status)
     LOOP
         PERFORM yuxi.run_request_cancel(v_child, NULL, v_now);
     END LOOP;
     RETURN (SELECT status FROM yuxi.agent_runs WHERE run_id = p_run_id);
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_request_cancel(uuid, uuid, timestamptz) IS
+    'Cancels a run and its child runs: pending or interrupted ones at once, running ones become cancel_requested. Returns the run''s status. Raises not_found (YN001)';
+
+-- ---------------------------------------------------------------------------------
+-- Resume and subagents
 
 -- Resumes the latest top-level run of a thread, which must be interrupted, as a new
 -- `resume` run inheriting its model and approval mode. Idempotent: resuming the same
@@ -419,7 +466,7 @@ DECLARE
     v_existing yuxi.agent_runs;
     v_new_run uuid := gen_random_uuid();
 BEGIN
-    IF p_request_id IS NOT NULL AND p_request_id !~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$' THEN
+    IF p_request_id IS NOT NULL AND NOT yuxi.request_id_is_valid(p_request_id) THEN
         RAISE EXCEPTION 'request_id must be 1-128 characters of letters, digits and . _ : - (starting with a letter or digit)'
             USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
@@ -467,9 +514,12 @@ BEGIN
     RETURN yuxi.request_view(p_request_id);
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_resume(uuid, jsonb, uuid, text) IS
+    'Resumes the thread''s latest run, which must be interrupted, as a new resume run; idempotent. Raises invalid_input (YV001), not_found (YN001), request_id_conflict (YQ001), resume_superseded (YQ004), run_not_interrupted (YQ005)';
 
 -- Creates a child run executed on behalf of a running parent (the task tool). The
--- child's model: the child agent's config, then the parent run's model, then default.
+-- child's model (yuxi.model_resolve): the child agent's config, then the parent run's
+-- model, then the system default; its approval mode is the parent's.
 CREATE FUNCTION yuxi.run_create_subagent(
     p_parent_run_id uuid, p_token uuid, p_agent_slug text, p_input jsonb DEFAULT '{}',
     p_now timestamptz DEFAULT NULL
@@ -494,18 +544,24 @@ BEGIN
     VALUES (v_run_id, v_parent.thread_id, v_parent.uid, p_agent_slug, v_parent.request_id, 'subagent',
             p_parent_run_id, yuxi.run_delivery_job(v_run_id, true),
             coalesce(p_input, '{}') || jsonb_build_object(
-                'model_spec', coalesce(nullif(v_agent.config_json #>> '{context,model}', ''),
-                                       v_parent.input_payload ->> 'model_spec',
-                                       (SELECT value FROM yuxi.system_settings WHERE key = 'default_model')),
+                'model_spec', yuxi.model_resolve(v_agent.config_json,
+                                                 p_inherited => v_parent.input_payload ->> 'model_spec'),
                 'tool_approval_mode', coalesce(v_parent.input_payload ->> 'tool_approval_mode', 'auto')));
     RETURN v_run_id;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_create_subagent(uuid, uuid, text, jsonb, timestamptz) IS
+    'Worker: creates a child run of a running parent (the task tool) for a subagent it may use; returns the run id. Raises lease_lost (YL001), illegal_transition (YT001), not_found (YN001)';
+
+-- ---------------------------------------------------------------------------------
+-- Maintenance
 
 CREATE VIEW yuxi.expired_run_leases AS
 SELECT r.run_id, r.thread_id, r.status, r.lease_owner, r.lease_expires_at, r.attempt_count
 FROM yuxi.agent_runs r
-WHERE r.status IN ('running', 'cancel_requested') AND r.lease_expires_at <= clock_timestamp();
+WHERE yuxi.run_is_leased(r.status) AND r.lease_expires_at <= clock_timestamp();
+COMMENT ON VIEW yuxi.expired_run_leases IS
+    'Leased runs whose lease has expired (what yuxi.run_reconcile_expired ends)';
 
 -- Ends runs whose worker stopped renewing. Safe to run from many processes at once:
 -- each run is taken under SKIP LOCKED and re-checked, so it is handled exactly once.
@@ -523,7 +579,7 @@ DECLARE
 BEGIN
     FOR v_candidate IN
         SELECT r.run_id, r.thread_id FROM yuxi.agent_runs r
-        WHERE r.status IN ('running', 'cancel_requested') AND r.lease_expires_at <= v_now
+        WHERE yuxi.run_is_leased(r.status) AND r.lease_expires_at <= v_now
         ORDER BY r.lease_expires_at
         LIMIT p_limit
     LOOP
@@ -531,7 +587,7 @@ BEGIN
         FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
         SELECT * INTO v_run FROM yuxi.agent_runs r
-        WHERE r.run_id = v_candidate.run_id AND r.status IN ('running', 'cancel_requested')
+        WHERE r.run_id = v_candidate.run_id AND yuxi.run_is_leased(r.status)
           AND r.lease_expires_at <= v_now
         FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
@@ -575,6 +631,8 @@ BEGIN
     END LOOP;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_reconcile_expired(timestamptz, integer) IS
+    'Maintenance: ends runs whose lease expired (released for another attempt, cancelled, or failed with worker_lease_expired); safe from many processes at once';
 
 -- A run's outcome: its status, the text of its final assistant message, its error.
 CREATE FUNCTION yuxi.run_result(p_run_id uuid, p_uid uuid DEFAULT NULL)
@@ -590,3 +648,5 @@ BEGIN
     LEFT JOIN yuxi.messages m ON m.id = v_run.output_message_id;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_result(uuid, uuid) IS
+    'A run''s status, final assistant text and error. Raises not_found (YN001)';

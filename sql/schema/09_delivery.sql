@@ -1,3 +1,7 @@
+-- yuxi: delivery, the procrastinate jobs that hand runs to workers, and dispatch, the
+-- queue head becoming a run. procrastinate defers jobs through its own SQL function
+-- (procrastinate_defer_jobs_v1), so a run and its delivery job commit together.
+
 -- Inserts the procrastinate job that delivers a run, in the caller's transaction, so a
 -- pending run always has exactly one waiting delivery and a rolled-back one has none;
 -- returns the job id for the caller to store in agent_runs.delivery_job_id in the same
@@ -23,6 +27,8 @@ BEGIN
     ]))[1];
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_delivery_job(uuid, boolean) IS
+    'Internal: the procrastinate job that delivers a run, inserted in the caller''s transaction (a waiting one is reused)';
 
 -- Dispatches the queue head of a thread whose conversation row the caller holds
 -- locked, and which has no active run. Returns the new run, or NULL for an empty queue.
@@ -59,6 +65,8 @@ BEGIN
     RETURN v_run_id;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.thread_dispatch_head(yuxi.conversations) IS
+    'Internal: dispatches the queue head of a locked thread that has no active run; returns the new run or NULL';
 
 -- Pending runs whose delivery is gone: no job, a finished job, or a job whose worker
 -- is gone. The recovery scan re-delivers these.
@@ -70,6 +78,8 @@ WHERE r.status = 'pending'
   AND (j.id IS NULL
        OR j.status NOT IN ('todo', 'doing')
        OR (j.status = 'doing' AND j.worker_id IS NULL));
+COMMENT ON VIEW yuxi.undelivered_runs IS
+    'Pending runs whose delivery job is gone (what yuxi.run_redeliver_orphans re-delivers)';
 
 -- Re-delivers pending runs whose delivery job is gone. Never duplicates a delivery:
 -- the run row is locked and the queueing lock admits one waiting job per run.
@@ -98,3 +108,5 @@ BEGIN
     END LOOP;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_redeliver_orphans(integer) IS
+    'Maintenance: re-delivers pending runs whose delivery job is gone, never duplicating one';

@@ -1,3 +1,9 @@
+-- yuxi: run events (the durable log SSE replays) and the notifications that wake the
+-- streams following a run or a request.
+
+-- ---------------------------------------------------------------------------------
+-- Run events
+
 -- Appends events ([{event, payload}, ...]) with gap-free seqs; returns the last seq.
 -- `end` is written only when the run finishes, so there is exactly one.
 -- p_notify => false: the caller sends the yuxi_run_events NOTIFY itself right after
@@ -24,7 +30,7 @@ BEGIN
     UPDATE yuxi.agent_runs
     SET last_event_seq = last_event_seq + v_count
     WHERE run_id = p_run_id AND lease_token = p_token AND lease_expires_at > v_now
-      AND status IN ('running', 'cancel_requested')
+      AND yuxi.run_is_leased(status)
     RETURNING last_event_seq INTO v_last;
     IF NOT FOUND THEN
         PERFORM yuxi.run_lock_leased(p_run_id, p_token, v_now);  -- raises the precise error
@@ -41,6 +47,8 @@ BEGIN
     RETURN v_last;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_append_events(uuid, uuid, jsonb, timestamptz, boolean) IS
+    'Worker: appends events [{event, payload}] with gap-free seqs; returns the last seq. Raises invalid_input (YV001), lease_lost (YL001)';
 
 -- Events of a run after a seq, for SSE replay.
 CREATE FUNCTION yuxi.run_events_after(p_run_id uuid, p_after bigint, p_limit integer DEFAULT 1000)
@@ -51,6 +59,8 @@ LANGUAGE sql STABLE AS $$
     ORDER BY e.seq
     LIMIT p_limit
 $$;
+COMMENT ON FUNCTION yuxi.run_events_after(uuid, bigint, integer) IS
+    'A run''s events after a seq, for SSE replay';
 
 -- The run's stored `end` event (none while the run is not over).
 CREATE FUNCTION yuxi.run_end_event(p_run_id uuid)
@@ -59,6 +69,26 @@ LANGUAGE sql STABLE AS $$
     SELECT e.seq, e.event, e.payload, e.created_at FROM yuxi.run_events e
     WHERE e.run_id = p_run_id AND e.event = 'end'
 $$;
+COMMENT ON FUNCTION yuxi.run_end_event(uuid) IS
+    'A run''s end event (no row while the run is not over)';
+
+-- ---------------------------------------------------------------------------------
+-- Request followers
+--
+-- GET /api/agent/requests/{id}/events follows a request through its thread's queue. Most
+-- changes reach it through the thread's latest run: a run's end is committed together
+-- with the dispatch of the next request, and run_finish notifies yuxi_run_events. The
+-- others notify yuxi_request_events with the thread id, from these triggers, so that a
+-- change made from psql is heard as promptly as one made through the API:
+--
+--   a queued request cancelled (alone, or with its deleted thread);
+--   a queued request steered, or submitted as a steer while the thread is busy;
+--   a paused backlog resumed (thread_continue, or the last queued request cancelled);
+--   an interrupted run resumed (the thread's latest run is then the new resume run).
+--
+-- All of these are rare. A plain submit, a dispatch and a finish fire none of them: the
+-- WHEN conditions are false there, so the hot paths send no NOTIFY from here (a NOTIFY
+-- serialises its transaction's commit with every other notifying commit of the cluster).
 
 CREATE FUNCTION yuxi.notify_request_followers() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -68,6 +98,8 @@ BEGIN
     RETURN NULL;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.notify_request_followers() IS
+    'Trigger: notifies yuxi_request_events with the thread id';
 
 CREATE TRIGGER agent_run_requests_cancelled_while_queued
     AFTER UPDATE OF status ON yuxi.agent_run_requests

@@ -1,4 +1,8 @@
--- Run state machine:
+-- yuxi: triggers that keep the state machines legal for every writer, including a raw
+-- UPDATE typed at a psql prompt.
+
+-- Run state machine (yuxi.run_transition_allowed, 00_vocabulary.sql; drawn in
+-- docs/queue.md):
 --   pending          -> running | cancelled
 --   running          -> running | cancel_requested | completed | failed | interrupted | pending (release)
 --   cancel_requested -> cancel_requested | cancelled | completed | failed
@@ -30,17 +34,12 @@ BEGIN
             USING ERRCODE = 'YM001', HINT = 'manifest_conflict';
     END IF;
 
-    IF NEW.status IS DISTINCT FROM OLD.status AND NOT (
-           (OLD.status = 'pending' AND NEW.status IN ('running', 'cancelled'))
-        OR (OLD.status = 'running' AND NEW.status IN
-                ('cancel_requested', 'completed', 'failed', 'interrupted', 'pending'))
-        OR (OLD.status = 'cancel_requested' AND NEW.status IN ('cancelled', 'completed', 'failed'))
-        OR (OLD.status = 'interrupted' AND NEW.status = 'cancelled')
-    ) THEN
+    IF NEW.status IS DISTINCT FROM OLD.status
+       AND NOT yuxi.run_transition_allowed(OLD.status, NEW.status) THEN
         RAISE EXCEPTION 'run % cannot go from % to %', OLD.run_id, OLD.status, NEW.status
             USING ERRCODE = 'YT001', HINT = 'illegal_transition';
     END IF;
-    IF OLD.status IN ('completed', 'failed', 'cancelled')
+    IF yuxi.run_is_final(OLD.status)
        AND (NEW.output_message_id IS DISTINCT FROM OLD.output_message_id
             OR NEW.error_type IS DISTINCT FROM OLD.error_type
             OR NEW.error_message IS DISTINCT FROM OLD.error_message
@@ -57,6 +56,8 @@ BEGIN
     RETURN NEW;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.agent_runs_guard() IS
+    'Trigger: refuses illegal run transitions and rewrites (illegal_transition YT001, manifest_conflict YM001)';
 
 CREATE TRIGGER agent_runs_guard
     BEFORE INSERT OR UPDATE ON yuxi.agent_runs
@@ -101,6 +102,8 @@ BEGIN
     RETURN NEW;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.agent_run_requests_guard() IS
+    'Trigger: refuses illegal request transitions and rewrites (illegal_transition YT001)';
 
 CREATE TRIGGER agent_run_requests_guard
     BEFORE INSERT OR UPDATE ON yuxi.agent_run_requests
@@ -120,6 +123,8 @@ BEGIN
     RETURN NEW;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.messages_guard() IS
+    'Trigger: refuses rewriting a message (illegal_transition YT001)';
 
 CREATE TRIGGER messages_guard
     BEFORE UPDATE ON yuxi.messages
@@ -138,6 +143,8 @@ BEGIN
     RETURN NEW;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.agent_run_attempts_guard() IS
+    'Trigger: refuses rewriting an attempt that ended (illegal_transition YT001)';
 
 CREATE TRIGGER agent_run_attempts_guard
     BEFORE UPDATE ON yuxi.agent_run_attempts
@@ -150,6 +157,8 @@ BEGIN
     RAISE EXCEPTION 'run events are append-only' USING ERRCODE = 'YT001', HINT = 'illegal_transition';
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_events_guard() IS
+    'Trigger: refuses updating run events (illegal_transition YT001)';
 
 CREATE TRIGGER run_events_guard
     BEFORE UPDATE ON yuxi.run_events

@@ -1,3 +1,7 @@
+-- yuxi: reading a thread's history: its runs and messages, and the whole response as
+-- the API streams it, built from the history entries each row carries
+-- (01_rendering.sql).
+
 -- Every run of a thread, lightest form, in creation order (history's `runs`).
 CREATE FUNCTION yuxi.thread_runs(p_uid uuid, p_thread_id uuid)
 RETURNS TABLE (run_id uuid, request_id text, run_type text, created_by_run_id uuid, status text,
@@ -10,6 +14,8 @@ LANGUAGE sql STABLE AS $$
     WHERE r.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active'
     ORDER BY r.created_at, r.run_id
 $$;
+COMMENT ON FUNCTION yuxi.thread_runs(uuid, uuid) IS
+    'Every run of the user''s thread, lightest form, in creation order';
 
 -- Every message of a thread in order (history's `history`); linked to runs by run_id.
 CREATE FUNCTION yuxi.thread_messages(p_uid uuid, p_thread_id uuid)
@@ -22,6 +28,8 @@ LANGUAGE sql STABLE AS $$
     WHERE m.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active'
     ORDER BY m.id
 $$;
+COMMENT ON FUNCTION yuxi.thread_messages(uuid, uuid) IS
+    'Every message of the user''s thread, in order';
 
 -- The thread as the API shows it (Thread).
 CREATE FUNCTION yuxi.thread_json(t yuxi.thread_info) RETURNS text
@@ -35,6 +43,8 @@ LANGUAGE sql STABLE AS $$
         || ',"updated_at":' || yuxi.json_time(t.updated_at)
         || '}'
 $$;
+COMMENT ON FUNCTION yuxi.thread_json(yuxi.thread_info) IS
+    'Internal: a thread as the API renders it (JSON text)';
 
 -- The entries of a thread's runs (by creation time, then id) and of its messages (by
 -- id), in chunks of 256 comma-separated entries (the last one fewer), in chunk order. The API streams
@@ -55,6 +65,8 @@ LANGUAGE sql STABLE AS $$
     GROUP BY r.chunk
     ORDER BY r.chunk
 $$;
+COMMENT ON FUNCTION yuxi.thread_history_runs(uuid, uuid) IS
+    'History: the run entries of the user''s thread, in chunks of 256 comma-separated JSON objects';
 
 CREATE FUNCTION yuxi.thread_history_messages(p_uid uuid, p_thread_id uuid)
 RETURNS TABLE (chunk bigint, entries text)
@@ -68,6 +80,8 @@ LANGUAGE sql STABLE AS $$
     GROUP BY m.chunk
     ORDER BY m.chunk
 $$;
+COMMENT ON FUNCTION yuxi.thread_history_messages(uuid, uuid) IS
+    'History: the message entries of the user''s thread, in chunks of 256 comma-separated JSON objects';
 
 -- The whole history response, {thread, runs, history}, as one JSON text: the body
 -- GET /api/chat/thread/{id}/history sends, byte for byte. For psql. Raises not_found
@@ -83,3 +97,5 @@ LANGUAGE sql STABLE AS $$
                      FROM yuxi.thread_history_messages(p_uid, p_thread_id)), '')
         || ']}'
 $$;
+COMMENT ON FUNCTION yuxi.thread_history_json(uuid, uuid) IS
+    'The whole history response {thread, runs, history} as JSON text, byte for byte what the API sends. Raises not_found (YN001)';

@@ -1,4 +1,12 @@
-CREATE OR REPLACE FUNCTION yuxi.occurrence_view(p_occurrence yuxi.scheduled_job_occurrences)
+-- yuxi: scheduled agent jobs and their occurrences.
+--
+-- A job fires at most once per slot: unique (job_id, scheduled_for) for scheduled
+-- occurrences. Each fire creates a fresh conversation in the job's project and submits
+-- the prompt through yuxi.request_submit, the one submit path. Cron arithmetic lives in
+-- Python (yuxi/scheduling/cron.py); these functions receive the computed instants.
+
+-- An occurrence with its run's current status, read from the run, never copied.
+CREATE FUNCTION yuxi.occurrence_view(p_occurrence yuxi.scheduled_job_occurrences)
 RETURNS yuxi.occurrence_info
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -15,9 +23,11 @@ BEGIN
             p_occurrence.created_at)::yuxi.occurrence_info;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.occurrence_view(yuxi.scheduled_job_occurrences) IS
+    'Internal: an occurrence with its run and the run''s current status';
 
 -- Why the user may not (any more) run this job's agent in this project; NULL when fine.
-CREATE OR REPLACE FUNCTION yuxi.job_access_error(p_uid uuid, p_project_id uuid, p_agent_slug text)
+CREATE FUNCTION yuxi.job_access_error(p_uid uuid, p_project_id uuid, p_agent_slug text)
 RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -33,6 +43,8 @@ BEGIN
     RETURN NULL;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.job_access_error(uuid, uuid, text) IS
+    'Internal: why the user may not (any more) run this agent in this project, or NULL';
 
 CREATE FUNCTION yuxi.job_check_access(p_uid uuid, p_project_id uuid, p_agent_slug text) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
@@ -44,6 +56,8 @@ BEGIN
     END IF;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.job_check_access(uuid, uuid, text) IS
+    'Internal: raises not_found (YN001) with the reason of yuxi.job_access_error';
 
 CREATE FUNCTION yuxi.job_check_prompt(p_prompt text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
@@ -54,6 +68,8 @@ BEGIN
     END IF;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.job_check_prompt(text) IS
+    'Internal: raises invalid_input (YV001) for a blank or oversized prompt';
 
 CREATE FUNCTION yuxi.job_create(
     p_uid uuid, p_project_id uuid, p_agent_slug text, p_prompt text, p_tool_approval_mode text,
@@ -73,6 +89,8 @@ BEGIN
     RETURN v_job;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.job_create(uuid, uuid, text, text, text, text, text, boolean, timestamptz) IS
+    'Creates a scheduled job (the caller computes the next fire time). Raises not_found (YN001), invalid_input (YV001)';
 
 -- The caller's live job, locked; not_found otherwise.
 CREATE FUNCTION yuxi.job_lock(p_uid uuid, p_job_id uuid) RETURNS yuxi.scheduled_agent_jobs
@@ -89,6 +107,35 @@ BEGIN
     RETURN v_job;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.job_lock(uuid, uuid) IS
+    'Internal: the caller''s live job, locked. Raises not_found (YN001)';
+
+-- The caller's live job (any user's for an operator, p_uid NULL); not_found otherwise.
+CREATE FUNCTION yuxi.job_get(p_uid uuid, p_job_id uuid) RETURNS yuxi.scheduled_agent_jobs
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_job yuxi.scheduled_agent_jobs;
+BEGIN
+    SELECT * INTO v_job FROM yuxi.scheduled_agent_jobs
+    WHERE id = p_job_id AND (p_uid IS NULL OR uid = p_uid) AND deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'scheduled job % not found', p_job_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN v_job;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.job_get(uuid, uuid) IS
+    'The user''s live job (any user''s for p_uid NULL). Raises not_found (YN001)';
+
+-- The user's live jobs, oldest first.
+CREATE FUNCTION yuxi.job_list(p_uid uuid) RETURNS SETOF yuxi.scheduled_agent_jobs
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM yuxi.scheduled_agent_jobs
+    WHERE uid = p_uid AND deleted_at IS NULL
+    ORDER BY created_at, id
+$$;
+COMMENT ON FUNCTION yuxi.job_list(uuid) IS
+    'The user''s live jobs, oldest first (created_at, id)';
 
 -- Replaces a job's settings (the caller passes every field, changed or not) and its
 -- next fire time, re-validating project ownership and agent visibility.
@@ -113,6 +160,8 @@ BEGIN
     RETURN v_job;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.job_update(uuid, uuid, uuid, text, text, text, text, text, boolean, timestamptz) IS
+    'Replaces a job''s settings and next fire time, re-checking project and agent. Raises not_found (YN001), invalid_input (YV001)';
 
 -- Soft delete: the job stops firing; its occurrences stay readable by operators.
 CREATE FUNCTION yuxi.job_delete(p_uid uuid, p_job_id uuid) RETURNS void
@@ -123,6 +172,8 @@ BEGIN
     WHERE id = p_job_id;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.job_delete(uuid, uuid) IS
+    'Soft-deletes a job: it stops firing. Raises not_found (YN001)';
 
 -- Pause or resume firing (psql: SELECT yuxi.job_set_enabled(NULL, '<id>', false)).
 -- Resuming needs the next fire time, which the caller computes from the cron.
@@ -141,6 +192,8 @@ BEGIN
     RETURN v_job;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.job_set_enabled(uuid, uuid, boolean, timestamptz) IS
+    'Pauses or resumes a job (resuming takes the next fire time). Raises not_found (YN001)';
 
 -- Due jobs for one ticker transaction, locked so concurrent tickers take disjoint sets.
 CREATE FUNCTION yuxi.jobs_due(p_now timestamptz, p_limit integer DEFAULT 100)
@@ -152,6 +205,8 @@ LANGUAGE sql AS $$
     LIMIT p_limit
     FOR UPDATE SKIP LOCKED
 $$;
+COMMENT ON FUNCTION yuxi.jobs_due(timestamptz, integer) IS
+    'Ticker: due jobs, locked FOR UPDATE SKIP LOCKED so concurrent tickers take disjoint sets';
 
 -- True while the conversation of the job's latest submitted occurrence still has work
 -- in flight: a queued request, a run pending or running, or a run interrupted and
@@ -160,7 +215,7 @@ $$;
 CREATE FUNCTION yuxi.job_busy(p_job_id uuid) RETURNS boolean
 LANGUAGE sql STABLE AS $$
     SELECT coalesce((
-        SELECT coalesce(last.status IN ('pending', 'running', 'cancel_requested', 'interrupted'), false)
+        SELECT coalesce(NOT yuxi.run_is_final(last.status), false)
                OR EXISTS (SELECT 1 FROM yuxi.agent_run_requests q
                           WHERE q.thread_id = c.thread_id AND q.status = 'queued')
         FROM yuxi.scheduled_job_occurrences o
@@ -174,6 +229,8 @@ $$
 -- planned for each call: a plan cached while the tables were small (e.g. analyzed
 -- empty on a fresh install) would keep scanning them whole as they grow
 SET plan_cache_mode = force_custom_plan;
+COMMENT ON FUNCTION yuxi.job_busy(uuid) IS
+    'Internal: true while the job''s latest submitted occurrence still has work in flight';
 
 -- Fires one job: the single path for the ticker (trigger 'schedule', the job locked by
 -- jobs_due, p_next_fire_at given) and for "run now" (trigger 'manual', p_uid checked).
@@ -254,6 +311,8 @@ BEGIN
     RETURN yuxi.occurrence_view(v_occurrence);
 END;
 $$;
+COMMENT ON FUNCTION yuxi.job_fire(uuid, text, timestamptz, timestamptz, uuid) IS
+    'Fires a job once for a slot (ticker: schedule; run now: manual): records one occurrence, submitted, skipped or failed. Raises invalid_input (YV001), not_found (YN001)';
 
 -- Records that firing a slot hit an unexpected error; the slot stays due and the next
 -- tick tries again (the pending_retry occurrence is then replaced).
@@ -271,6 +330,8 @@ LANGUAGE sql AS $$
     DO UPDATE SET error = excluded.error, updated_at = clock_timestamp()
     WHERE yuxi.scheduled_job_occurrences.status = 'pending_retry'
 $$;
+COMMENT ON FUNCTION yuxi.job_mark_retry(uuid, timestamptz, text) IS
+    'Ticker: records that firing a slot hit an unexpected error; the slot stays due';
 
 CREATE FUNCTION yuxi.job_occurrences(p_uid uuid, p_job_id uuid, p_limit integer DEFAULT 100)
 RETURNS SETOF yuxi.occurrence_info
@@ -288,12 +349,16 @@ BEGIN
     LIMIT p_limit;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.job_occurrences(uuid, uuid, integer) IS
+    'A job''s occurrences, newest first. Raises not_found (YN001)';
 
 -- Operators: jobs that are due now, and jobs whose latest occurrence failed.
 CREATE VIEW yuxi.due_jobs AS
 SELECT j.id, j.uid, j.agent_slug, j.cron, j.timezone, j.next_fire_at, j.last_fired_at
 FROM yuxi.scheduled_agent_jobs j
 WHERE j.enabled AND j.deleted_at IS NULL AND j.next_fire_at <= now();
+COMMENT ON VIEW yuxi.due_jobs IS
+    'Enabled, live scheduled jobs that are due now';
 
 CREATE VIEW yuxi.failing_jobs AS
 SELECT j.id, j.uid, j.agent_slug, o.scheduled_for, o.status, o.error, o.created_at AS failed_at
@@ -303,6 +368,8 @@ JOIN LATERAL (
     WHERE o.job_id = j.id ORDER BY o.created_at DESC LIMIT 1
 ) o ON true
 WHERE j.deleted_at IS NULL AND o.status IN ('failed', 'pending_retry');
+COMMENT ON VIEW yuxi.failing_jobs IS
+    'Live scheduled jobs whose latest occurrence failed or waits for a retry';
 
 -- A job whose cron or time zone can no longer be evaluated (edited by hand, or a zone
 -- that disappeared): its due slot is recorded failed with the reason and the job is
@@ -321,3 +388,5 @@ LANGUAGE sql AS $$
     DO UPDATE SET status = 'failed', error = excluded.error, updated_at = clock_timestamp();
     UPDATE yuxi.scheduled_agent_jobs SET enabled = false, updated_at = now() WHERE id = p_job_id;
 $$;
+COMMENT ON FUNCTION yuxi.job_disable_invalid(uuid, timestamptz, text) IS
+    'Ticker: records a job''s due slot failed (cron or zone no longer valid) and disables the job';

@@ -83,14 +83,12 @@ def test_an_edited_applied_migration_is_refused(empty_db: str, tmp_path: Path) -
     directory = tmp_path / "migrations"
     shutil.copytree(migrations_dir(), directory)
     migrate(empty_db, directory=directory)
-    edited = directory / "0002_functions.sql"
+    edited = directory / "0001_baseline.sql"
     edited.write_text(edited.read_text() + "\n-- a quiet edit\n")
-    with pytest.raises(
-        MigrationError, match=r"0002_functions\.sql was edited after it was applied"
-    ):
+    with pytest.raises(MigrationError, match=r"0001_baseline\.sql was edited after it was applied"):
         migrate(empty_db, directory=directory)
     assert [
-        r.state for r in status(empty_db, directory=directory) if r.name == "0002_functions.sql"
+        r.state for r in status(empty_db, directory=directory) if r.name == "0001_baseline.sql"
     ] == ["edited"]
 
 
@@ -123,3 +121,18 @@ def test_a_failing_migration_leaves_nothing_behind(empty_db: str, tmp_path: Path
     assert [r.state for r in status(empty_db, directory=directory) if r.name == broken.name] == [
         "pending"
     ]
+
+
+def test_a_database_from_before_the_baseline_is_refused_with_what_to_do(empty_db: str) -> None:
+    migrate(empty_db)
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO yuxi.schema_migrations (name, checksum)"
+            " VALUES ('0001_schema.sql', 'x'), ('0012_request_followers.sql', 'y')"
+        )
+    with pytest.raises(MigrationError, match="re-create it"):
+        migrate(empty_db)
+    assert {r.name for r in status(empty_db) if r.state == "unknown"} == {
+        "0001_schema.sql",
+        "0012_request_followers.sql",
+    }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -17,6 +18,9 @@ from psycopg import sql
 
 from tests.conftest import database_url
 from yuxi.db.migrations import load_schema
+from yuxi.db.reference import COMMAND, render
+
+_REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "sql.md"
 
 # The migration runner's own ledger exists only in migrated databases.
 _RUNNER_TABLES = ("schema_migrations",)
@@ -207,10 +211,9 @@ def test_the_comparison_covers_every_kind_of_object(migrated_catalog: dict[str, 
 # comparison must name the object that changed.
 _ONE_SIDED_EDITS = [
     (
-        "CREATE OR REPLACE FUNCTION yuxi.json_text(p_value text) RETURNS text"
-        " LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE"
-        " AS $$ BEGIN RETURN to_json(p_value)::text; END $$",
-        "function yuxi.json_text(text) differs",
+        "CREATE OR REPLACE FUNCTION yuxi.run_is_active(p_status text) RETURNS boolean"
+        " LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT p_status IN ('pending') $$",
+        "function yuxi.run_is_active(text) differs",
     ),
     (
         "COMMENT ON FUNCTION yuxi.request_submit(uuid, uuid, text, text, text, text, text, text)"
@@ -268,3 +271,28 @@ def test_an_edit_on_one_side_only_is_reported(
         _drop(pg_server_url, name)
     assert len(found) >= 1
     assert any(entry.startswith(reported) for entry in found), found
+
+
+def test_every_function_view_type_and_table_has_a_comment(
+    pg_server_url: str, template_database: str
+) -> None:
+    with psycopg.connect(database_url(pg_server_url, template_database)) as conn:
+        missing = conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p"
+            " WHERE p.pronamespace = 'yuxi'::regnamespace"
+            "   AND obj_description(p.oid, 'pg_proc') IS NULL"
+            " UNION ALL"
+            " SELECT c.oid::regclass::text FROM pg_class c"
+            " WHERE c.relnamespace = 'yuxi'::regnamespace AND c.relkind IN ('r', 'v', 'c')"
+            "   AND c.relname <> ALL (%s) AND obj_description(c.oid, 'pg_class') IS NULL"
+            "   AND obj_description(c.reltype, 'pg_type') IS NULL",
+            (list(_RUNNER_TABLES),),
+        ).fetchall()
+    assert missing == [], "add a COMMENT ON for these in sql/schema/ (and a migration)"
+
+
+def test_the_sql_reference_is_current(pg_server_url: str, template_database: str) -> None:
+    with psycopg.connect(database_url(pg_server_url, template_database)) as conn:
+        current = render(conn)
+    committed = _REFERENCE.read_text() if _REFERENCE.exists() else ""
+    assert committed == current, f"docs/reference/sql.md is stale; regenerate it: {COMMAND}"

@@ -8,6 +8,11 @@ serialise and the second finds nothing to do):
 3. yuxi's ``sql/migrations/NNNN_name.sql``, each in its own transaction, recorded with a
    SHA-256 checksum. An applied migration whose file changed is refused, and so is a
    database that has migrations this code does not know.
+
+``sql/schema/`` holds the current definition of schema ``yuxi``; the migrations are
+``0001_baseline.sql``, generated from it (``python -m yuxi.db.migrations baseline``),
+then one delta per change. A change edits ``sql/schema/<noun>.sql`` and adds a delta;
+tests/integration/test_schema.py proves that both build the same database.
 """
 
 from __future__ import annotations
@@ -73,6 +78,27 @@ def load_schema(directory: Path | None = None) -> list[tuple[str, str]]:
     return [(path.name, path.read_text()) for path in sorted(directory.glob("*.sql"))]
 
 
+BASELINE = "0001_baseline.sql"
+# The first of the migrations the baseline replaced, before anything was released.
+_PRE_BASELINE = "0001_schema.sql"
+
+
+def baseline_sql(directory: Path | None = None) -> str:
+    """``0001_baseline.sql`` as generated from ``sql/schema/``: the files concatenated.
+
+    Only for regenerating the baseline before anything is released: once a database has
+    applied it, the baseline is never edited again (the runner refuses edited migrations).
+    """
+    parts = [
+        "-- yuxi: the baseline, generated from sql/schema/ by\n"
+        "--     uv run python -m yuxi.db.migrations baseline > sql/migrations/0001_baseline.sql\n"
+        "-- Do not edit: change sql/schema/<noun>.sql and add a numbered delta migration.\n"
+    ]
+    for name, text in load_schema(directory):
+        parts.append(f"-- {'=' * 85}\n-- sql/schema/{name}\n\n{text.rstrip()}\n")
+    return "\n".join(parts)
+
+
 def _procrastinate_migration() -> Migration:
     from procrastinate.schema import SchemaManager
 
@@ -101,6 +127,13 @@ def _check_recorded(
 ) -> None:
     known = {m.name for m in migrations} | {PROCRASTINATE, CHECKPOINTER}
     unknown = sorted(set(recorded) - known)
+    if _PRE_BASELINE in unknown:
+        raise MigrationError(
+            f"the database was migrated before yuxi's migrations became {BASELINE}"
+            f" ({_PRE_BASELINE} ... 0012 are recorded) and cannot be migrated forward;"
+            " re-create it: stop yuxi and remove its data directory (.yuxi, or YUXI_HOME),"
+            " or point YUXI_DATABASE_URL at a fresh, empty database"
+        )
     if unknown:
         raise MigrationError(
             f"the database has migrations this yuxi does not know: {', '.join(unknown)}; "
@@ -246,3 +279,19 @@ def status(url: str, *, directory: Path | None = None) -> list[MigrationStatus]:
 def _when(row: dict[str, object]) -> datetime | None:
     value = row.get("applied_at")
     return value if isinstance(value, datetime) else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m yuxi.db.migrations baseline``: prints the generated baseline."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args != ["baseline"]:
+        print("usage: python -m yuxi.db.migrations baseline > sql/migrations/0001_baseline.sql")
+        return 2
+    sys.stdout.write(baseline_sql())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
