@@ -85,9 +85,9 @@ def psql(psql_url: str) -> Iterator[Conn]:
 
 
 def _one(conn: Conn, query: str, *params: Any) -> dict[str, Any]:
-    row = conn.execute(query, params).fetchone()  # type: ignore[call-overload]
+    row = conn.execute(query, params).fetchone()
     assert row is not None
-    return row  # type: ignore[no-any-return]
+    return row
 
 
 def _run_in(conn: Conn, status: RunStatus) -> uuid.UUID:

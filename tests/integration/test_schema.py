@@ -265,7 +265,7 @@ def test_an_edit_on_one_side_only_is_reported(
     url = _create(pg_server_url, name, template=schema_database)
     try:
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(edit)  # type: ignore[call-overload]
+            conn.execute(edit)
         found = differences(migrated_catalog, catalog(url))
     finally:
         _drop(pg_server_url, name)
