@@ -5,13 +5,14 @@ on the body."""
 
 from __future__ import annotations
 
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
-import msgspec
 
 from yuxi.cli.connect import JSON_HELP, cell, echo_json, echo_table, when, with_database
-from yuxi.queue.agents import AgentListing, NewAgent, agent_list, agent_save
+
+if TYPE_CHECKING:
+    from yuxi.queue.agents import AgentListing, NewAgent
 
 
 class AgentFileError(ValueError):
@@ -21,9 +22,12 @@ class AgentFileError(ValueError):
 def parse_agent_file(data: bytes) -> NewAgent:
     """Decodes an agent file (the body of ``POST /api/agents``) and checks its backend
     and its config as the API does."""
+    import msgspec
+
     from yuxi.agents.config import AgentConfigError, check_agent_config
     from yuxi.agents.registry import UnknownBackend, get_backend
     from yuxi.api.limits import check_json_depth
+    from yuxi.queue.agents import NewAgent
 
     try:
         check_json_depth(data)
@@ -79,6 +83,8 @@ def agent() -> None:
 def list_command(as_json: bool) -> None:
     """List every agent, deleted ones included: slug, name, backend, who may see it
     (share scope and, for `selected`, the users it is shared with), created, updated."""
+    from yuxi.queue.agents import agent_list
+
     agents = with_database(agent_list)
     if as_json:
         echo_json(agents)
@@ -120,6 +126,8 @@ def _agent_row(row: AgentListing) -> list[str]:
 @click.argument("slug")
 def show_command(slug: str) -> None:
     """Print agent SLUG as an agent file: edit it and pass it to `yuxi agent update`."""
+    from yuxi.queue.agents import agent_list
+
     agents = with_database(agent_list)
     found = next((a for a in agents if a.slug == slug), None)
     if found is None:
@@ -161,5 +169,7 @@ def _save_agent_file(file: IO[bytes], *, create: bool) -> None:
         spec = parse_agent_file(data)
     except AgentFileError as error:
         raise click.ClickException(f"{name}: {error}") from None
+    from yuxi.queue.agents import agent_save
+
     with_database(lambda conn: agent_save(conn, spec.slug, spec, create=create))
     click.echo(f"{'created' if create else 'updated'} agent {spec.slug}", err=True)

@@ -7,16 +7,18 @@ import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import msgspec
-import psycopg
-from psycopg import AsyncConnection
 
-from yuxi.db.url import database_url
-from yuxi.queue.errors import QueueError
 from yuxi.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import AsyncConnection
+
+# The driver, msgspec and the queue are imported by the commands that use them, so
+# `yuxi --help` and usage errors answer at once.
 
 T = TypeVar("T")
 JSON_HELP = "Print JSON instead of a table (for scripts)."
@@ -33,6 +35,8 @@ def settings_or_exit(port: int | None = None) -> Settings:
 
 
 def database_url_or_exit(settings: Settings) -> str:
+    from yuxi.db.url import database_url
+
     try:
         return database_url(settings)
     except Exception as error:
@@ -47,6 +51,11 @@ def database_url_or_exit(settings: Settings) -> str:
 def with_database(work: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
     """Runs ``work`` on one autocommit connection to the database in use. A refusal by
     the database becomes a one-line error and exit code 1, never a traceback."""
+    import psycopg
+    from psycopg import AsyncConnection
+
+    from yuxi.queue.errors import QueueError
+
     url = database_url_or_exit(settings_or_exit())
 
     async def run() -> T:
@@ -73,6 +82,8 @@ def _database_message(error: psycopg.Error) -> str:
 
 
 def echo_json(value: Any) -> None:
+    import msgspec
+
     click.echo(msgspec.json.format(msgspec.json.encode(value), indent=2).decode())
 
 

@@ -7,11 +7,12 @@ import sys
 import click
 
 from yuxi.cli.connect import database_url_or_exit, settings_or_exit
-from yuxi.db.migrations import MigrationError, migrate, status
 
 
 def migrate_or_exit(url: str) -> list[str]:
     """Applies what is missing, with progress on stderr; a refusal is a one-line error."""
+    from yuxi.db.migrations import MigrationError, migrate
+
     try:
         return migrate(url, progress=lambda message: click.echo(message, err=True))
     except MigrationError as error:
@@ -38,6 +39,8 @@ def db_migrate() -> None:
 @db.command("status")
 def db_status() -> None:
     """List every migration and whether it is applied, pending or edited."""
+    from yuxi.db.migrations import status
+
     settings = settings_or_exit()
     rows = status(database_url_or_exit(settings))
     width = max(len(row.name) for row in rows)

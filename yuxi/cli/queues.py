@@ -3,20 +3,17 @@ through ``yuxi.thread_queue_list`` and ``yuxi.thread_queue_requests``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import click
-import psycopg
-from psycopg import AsyncConnection
 
 from yuxi.cli.connect import JSON_HELP, cell, echo_json, echo_table, preview, when, with_database
-from yuxi.queue.threads import (
-    QueueRequest,
-    ThreadQueueListing,
-    thread_queue_list,
-    thread_queue_requests,
-)
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+    from yuxi.queue.threads import QueueRequest, ThreadQueueListing
 
 
 @click.group()
@@ -50,6 +47,8 @@ def queue_show(thread_id: UUID | None, include_finished: bool, as_json: bool) ->
 
 
 def _show_queues(as_json: bool) -> None:
+    from yuxi.queue.threads import thread_queue_list
+
     queues = with_database(thread_queue_list)
     if as_json:
         echo_json(queues)
@@ -97,6 +96,10 @@ def _show_thread_queue(thread_id: UUID, *, include_finished: bool, as_json: bool
     async def read(
         conn: AsyncConnection[Any],
     ) -> tuple[list[ThreadQueueListing], list[QueueRequest]]:
+        import psycopg
+
+        from yuxi.queue.threads import thread_queue_list, thread_queue_requests
+
         # one snapshot, so the queued count agrees with the requests listed
         await conn.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
         await conn.set_read_only(True)

@@ -12,13 +12,9 @@ import threading
 from collections.abc import Awaitable, Callable
 
 import click
-from psycopg import AsyncConnection
 
 from yuxi.cli.connect import database_url_or_exit, settings_or_exit
 from yuxi.cli.db import migrate_or_exit
-from yuxi.queue.agents import agent_seed
-from yuxi.queue.errors import QueueError
-from yuxi.queue.users import user_create
 
 
 @click.command()
@@ -86,6 +82,12 @@ async def _together(*services: Awaitable[None]) -> None:
 async def _seed(url: str) -> str | None:
     """The default agent and, while there is no admin, an `admin` user; returns the new
     admin's token (shown once)."""
+
+    from psycopg import AsyncConnection
+
+    from yuxi.queue.agents import agent_seed
+    from yuxi.queue.errors import QueueError
+    from yuxi.queue.users import user_create
 
     async with await AsyncConnection.connect(url, autocommit=True) as conn:
         await agent_seed(

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from yuxi.cli.connect import JSON_HELP, echo_json, echo_table, when, with_database
-from yuxi.queue.users import UserListing, user_create, user_list
+
+if TYPE_CHECKING:
+    from yuxi.queue.users import UserListing
 
 
 @click.group()
@@ -18,6 +22,8 @@ def user() -> None:
 @click.option("--admin", is_flag=True, help="The user may manage agents.")
 def create_command(name: str, admin: bool) -> None:
     """Create user NAME; prints a new API token as the last line (shown only once)."""
+    from yuxi.queue.users import user_create
+
     uid, token = with_database(lambda conn: user_create(conn, name, is_admin=admin))
     click.echo(f"created {'admin ' if admin else ''}user {name} ({uid})", err=True)
     click.echo(token)
@@ -28,6 +34,8 @@ def create_command(name: str, admin: bool) -> None:
 def list_command(as_json: bool) -> None:
     """List live users: name, admin or not, how many unrevoked tokens they hold, when a
     token was last used. Tokens are never shown (only their hashes are stored)."""
+    from yuxi.queue.users import user_list
+
     users = with_database(user_list)
     if as_json:
         echo_json(users)
