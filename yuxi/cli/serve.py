@@ -87,7 +87,7 @@ async def _seed(url: str) -> str | None:
 
     from yuxi.queue.agents import agent_seed
     from yuxi.queue.errors import QueueError
-    from yuxi.queue.users import user_create
+    from yuxi.queue.users import user_seed_admin
 
     async with await AsyncConnection.connect(url, autocommit=True) as conn:
         await agent_seed(
@@ -98,18 +98,11 @@ async def _seed(url: str) -> str | None:
             {"context": {"model": "builtin:scripted"}},
             "A general assistant; its default model is the offline builtin:scripted",
         )
-        cur = await conn.execute(
-            "SELECT count(*) FROM yuxi.users WHERE deleted_at IS NULL AND is_admin"
-        )
-        row = await cur.fetchone()
-        if row is not None and row[0] > 0:
-            return None
         try:
-            _uid, token = await user_create(conn, "admin", is_admin=True)
+            return await user_seed_admin(conn, "admin")
         except QueueError as error:  # a non-admin user already has the name
             click.echo(f"no admin user was created: {error}", err=True)
             return None
-        return token
 
 
 @click.command()

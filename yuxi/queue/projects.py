@@ -38,6 +38,6 @@ async def project_list(conn: AsyncConnection[Any], uid: UUID) -> list[Project]:
     return await call_many(
         conn,
         Project,
-        "yuxi.projects WHERE uid = %(uid)s AND deleted_at IS NULL ORDER BY created_at, id",
+        "yuxi.project_list(p_uid => %(uid)s)",
         {"uid": uid},
     )

@@ -58,6 +58,18 @@ async def user_create(
     return UUID(str(uid)), token
 
 
+async def user_seed_admin(conn: AsyncConnection[Any], name: str) -> str | None:
+    """Creates admin ``name`` unless a live admin exists; returns its token (None when
+    there already is an admin)."""
+    token = new_token()
+    uid = await call_scalar(
+        conn,
+        "SELECT yuxi.user_seed_admin(p_name => %(name)s, p_token_hash => %(token_hash)s)",
+        {"name": name, "token_hash": token_hash(token)},
+    )
+    return None if uid is None else token
+
+
 async def user_list(conn: AsyncConnection[Any]) -> list[UserListing]:
     """Live users by name, with their count of unrevoked tokens."""
     return await call_many(conn, UserListing, "yuxi.user_list()", {})

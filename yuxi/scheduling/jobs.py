@@ -12,7 +12,6 @@ import msgspec
 from psycopg import AsyncConnection
 
 from yuxi.queue.calls import call_many, call_one, call_scalar
-from yuxi.queue.errors import NotFound
 from yuxi.scheduling.cron import next_fire, validate
 
 
@@ -89,25 +88,18 @@ async def job_create(
 
 
 async def job_get(conn: AsyncConnection[Any], uid: UUID, job_id: UUID) -> Job:
-    jobs = await call_many(
+    """The user's live job (NotFound otherwise)."""
+    return await call_one(
         conn,
         Job,
-        "yuxi.scheduled_agent_jobs WHERE id = %(job_id)s AND uid = %(uid)s AND deleted_at IS NULL",
-        {"job_id": job_id, "uid": uid},
+        "yuxi.job_get(p_uid => %(uid)s, p_job_id => %(job_id)s)",
+        {"uid": uid, "job_id": job_id},
     )
-    if not jobs:
-        raise NotFound(f"scheduled job {job_id} not found")
-    return jobs[0]
 
 
 async def job_list(conn: AsyncConnection[Any], uid: UUID) -> list[Job]:
-    return await call_many(
-        conn,
-        Job,
-        "yuxi.scheduled_agent_jobs WHERE uid = %(uid)s AND deleted_at IS NULL"
-        " ORDER BY created_at, id",
-        {"uid": uid},
-    )
+    """The user's live jobs, oldest first."""
+    return await call_many(conn, Job, "yuxi.job_list(p_uid => %(uid)s)", {"uid": uid})
 
 
 async def job_update(
