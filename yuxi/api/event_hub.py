@@ -4,7 +4,7 @@ A notification ``"<run_id> <seq>"`` on yuxi_run_events wakes the clients streami
 run; each then reads the new events from the table. A notification ``"<thread_id>"`` on
 yuxi_request_events wakes the clients following a request of that thread: triggers send
 it on a change to a thread's queue that no run's end announces (a queued request
-cancelled or steered, a paused backlog resumed; 0012_request_followers.sql). Clients
+cancelled or steered, a paused backlog resumed; sql/schema/10_events.sql). Clients
 also re-read after each heartbeat interval, so a lost notification delays an event,
 never loses it.
 """

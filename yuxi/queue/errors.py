@@ -1,4 +1,5 @@
-"""Typed errors for the SQLSTATEs raised by yuxi's SQL functions (0002_functions.sql)."""
+"""Typed errors for the SQLSTATEs raised by yuxi's SQL functions (the list of codes is in
+sql/schema/00_vocabulary.sql); yuxi/api/errors.py maps them to HTTP."""
 
 from __future__ import annotations
 
