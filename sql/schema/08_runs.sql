@@ -455,7 +455,8 @@ COMMENT ON FUNCTION yuxi.run_request_cancel(uuid, uuid, timestamptz) IS
 
 -- Resumes the latest top-level run of a thread, which must be interrupted, as a new
 -- `resume` run inheriting its model and approval mode. Idempotent: resuming the same
--- run again returns the resume run already created.
+-- run again with the same answer (or the same request_id) returns the resume run already
+-- created; another answer is resume_superseded.
 CREATE FUNCTION yuxi.run_resume(
     p_run_id uuid, p_resume jsonb, p_uid uuid DEFAULT NULL, p_request_id text DEFAULT NULL
 ) RETURNS yuxi.request_info
@@ -479,8 +480,17 @@ BEGIN
 
     SELECT * INTO v_existing FROM yuxi.agent_runs WHERE created_by_run_id = p_run_id AND run_type = 'resume';
     IF FOUND THEN
-        IF p_request_id IS NULL OR p_request_id = v_existing.request_id THEN
+        -- the request id is the idempotency key: re-sent, it returns the first resume as it
+        -- is; without one, only the same answer is a re-send
+        IF p_request_id = v_existing.request_id
+           OR (p_request_id IS NULL
+               AND v_existing.input_payload -> 'resume' = coalesce(p_resume, 'null')) THEN
             RETURN yuxi.request_view(v_existing.request_id);
+        END IF;
+        IF p_request_id IS NULL THEN
+            RAISE EXCEPTION 'run % was already resumed with another answer (request %)',
+                p_run_id, v_existing.request_id
+                USING ERRCODE = 'YQ004', HINT = 'resume_superseded';
         END IF;
         RAISE EXCEPTION 'run % was already resumed by request %', p_run_id, v_existing.request_id
             USING ERRCODE = 'YQ004', HINT = 'resume_superseded';
@@ -515,7 +525,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION yuxi.run_resume(uuid, jsonb, uuid, text) IS
-    'Resumes the thread''s latest run, which must be interrupted, as a new resume run; idempotent. Raises invalid_input (YV001), not_found (YN001), request_id_conflict (YQ001), resume_superseded (YQ004), run_not_interrupted (YQ005)';
+    'Resumes the thread''s latest run, which must be interrupted, as a new resume run; idempotent for the same answer or request_id, resume_superseded for another answer. Raises invalid_input (YV001), not_found (YN001), request_id_conflict (YQ001), resume_superseded (YQ004), run_not_interrupted (YQ005)';
 
 -- Creates a child run executed on behalf of a running parent (the task tool). The
 -- child's model (yuxi.model_resolve): the child agent's config, then the parent run's

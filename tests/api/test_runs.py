@@ -239,10 +239,15 @@ async def test_ask_interrupt_and_resume(api: Api) -> None:
     assert resumed["request_id"] == "answer-1" and resumed["status"] == "dispatched"
     assert resumed["run_id"] != info["run_id"]
     assert resumed["stream_url"] == f"/api/agent/runs/{resumed['run_id']}/events"
-    # idempotent: the same request id (or none) returns the same resume
-    for body in ({"resume": "other", "request_id": "answer-1"}, {"resume": "other"}):
+    # idempotent: the same request id, or the same answer without one, returns the resume
+    for body in ({"resume": "other", "request_id": "answer-1"}, {"resume": "Ada"}):
         again = await api.alice.post(f"/api/agent/runs/{info['run_id']}/resume", json=body)
         assert again.status_code == 202 and again.json() == resumed
+    # another answer without a request id is not a re-send: superseded, nothing created
+    response = await api.alice.post(
+        f"/api/agent/runs/{info['run_id']}/resume", json={"resume": "other"}
+    )
+    assert "another answer" in error_of(response, 409, "resume_superseded")["message"]
     # another request id: superseded
     response = await api.alice.post(
         f"/api/agent/runs/{info['run_id']}/resume", json={"resume": "Bob", "request_id": "answer-2"}

@@ -41,7 +41,7 @@ async def test_concurrent_resumes_create_one_resume_run(world: World) -> None:
     thread, run_id = await _interrupted_thread(world)
 
     async def resume(conn: AsyncConnection[Any], i: int) -> Any:
-        return await run_resume(conn, run_id, resume={"answer": i}, uid=world.alice)
+        return await run_resume(conn, run_id, resume={"answer": "same"}, uid=world.alice)
 
     results = await race(world.url, 20, resume)
     assert failures(results) == []
@@ -54,6 +54,27 @@ async def test_concurrent_resumes_create_one_resume_run(world: World) -> None:
     # the thread takes new messages again once the resume run is the latest
     queued = await world.submit(thread, "after")
     assert queued.status == "queued"
+
+
+async def test_concurrent_resumes_with_different_answers_keep_the_first(world: World) -> None:
+    _, run_id = await _interrupted_thread(world)
+
+    async def resume(conn: AsyncConnection[Any], i: int) -> Any:
+        return await run_resume(conn, run_id, resume={"answer": i}, uid=world.alice)
+
+    results = await race(world.url, 20, resume)
+    won = [r for r in results if not isinstance(r, BaseException)]
+    assert len(won) == 1, results
+    assert all(isinstance(r, ResumeSuperseded) for r in failures(results))
+    stored = await world.value(
+        "SELECT input_payload->'resume' FROM yuxi.agent_runs WHERE run_type = 'resume'"
+    )
+    assert stored == {"answer": results.index(won[0])}
+    # the winner's answer is a re-send; any other answer is still superseded
+    async with world.pool.connection() as conn:
+        assert await run_resume(conn, run_id, resume=stored, uid=world.alice) == won[0]
+        with pytest.raises(ResumeSuperseded, match="another answer"):
+            await run_resume(conn, run_id, resume={"answer": "late"}, uid=world.alice)
 
 
 async def test_resume_with_request_id_is_idempotent(world: World) -> None:
