@@ -73,6 +73,8 @@ async def test_manifest_after_completion(api: Api) -> None:
         "SELECT manifest_fingerprint FROM yuxi.agent_runs WHERE run_id = %s", info["run_id"]
     )
     assert manifest_fingerprint(manifest) == stored
+    # ... and the response shows it as its ETag (the body is write-once)
+    assert response.headers["etag"] == f'"{stored}"'
     text = json.dumps(manifest)
     assert stored not in text and "fingerprint" not in text
     for secret in (*api.tokens.values(), "api_key", "password", "secret"):

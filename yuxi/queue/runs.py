@@ -11,7 +11,7 @@ from uuid import UUID
 import msgspec
 from psycopg import AsyncConnection
 
-from yuxi.queue.calls import call_one, call_scalar, encode_json
+from yuxi.queue.calls import call_many, call_one, call_scalar, encode_json
 from yuxi.queue.events import RunEvent, notify_run_events
 from yuxi.queue.requests import RequestInfo
 
@@ -100,6 +100,13 @@ class OutputMessage(msgspec.Struct, frozen=True):
     role: str
     content: str
     metadata: dict[str, Any] = {}
+
+
+class CommittedManifest(msgspec.Struct, frozen=True):
+    """A run's write-once manifest and the fingerprint stored with it."""
+
+    manifest: dict[str, Any]
+    manifest_fingerprint: str
 
 
 class ManifestCommit(msgspec.Struct, frozen=True):
@@ -327,14 +334,17 @@ async def run_get(conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | None 
 
 async def run_get_manifest(
     conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | None = None
-) -> dict[str, Any] | None:
-    """The run's committed manifest (the ``manifest`` column of ``yuxi.run_get``)."""
-    value = await call_scalar(
+) -> CommittedManifest | None:
+    """The run's committed manifest and its fingerprint (columns of ``yuxi.run_get``),
+    or None before the worker committed one."""
+    rows = await call_many(
         conn,
-        "SELECT (yuxi.run_get(p_run_id => %(run_id)s, p_uid => %(uid)s)).manifest",
+        CommittedManifest,
+        "yuxi.run_get(p_run_id => %(run_id)s, p_uid => %(uid)s)"
+        " WHERE manifest_fingerprint IS NOT NULL",
         {"run_id": run_id, "uid": uid},
     )
-    return value if isinstance(value, dict) else None
+    return rows[0] if rows else None
 
 
 async def run_result(

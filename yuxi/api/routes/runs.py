@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 from uuid import UUID
 
-from litestar import Controller, Request, get, post
+from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
@@ -149,14 +149,18 @@ class RunsController(Controller):
         status = await run_request_cancel(conn, run_id, uid=user.uid)
         return CancelResult(run_id=run_id, status=status)
 
-    @get("/runs/{run_id:uuid}/manifest", summary="The run's committed manifest")
+    @get(
+        "/runs/{run_id:uuid}/manifest",
+        summary="The run's committed manifest; its stored fingerprint is the ETag",
+    )
     async def manifest(
         self, conn: Conn, user: NamedDependency[User], run_id: FromPath[UUID]
-    ) -> dict[str, object]:
-        manifest = await run_get_manifest(conn, run_id, uid=user.uid)
-        if manifest is None:
+    ) -> Response[dict[str, Any]]:
+        committed = await run_get_manifest(conn, run_id, uid=user.uid)
+        if committed is None:
             raise NotFound(f"run {run_id} has no manifest yet")
-        return manifest
+        # write-once, so the fingerprint is a strong validator of the body
+        return Response(committed.manifest, headers={"ETag": f'"{committed.manifest_fingerprint}"'})
 
     @get("/runs/{run_id:uuid}/events", summary="The run's events as Server-Sent Events")
     async def events(
