@@ -221,6 +221,44 @@ async def test_user_list_counts_tokens_and_never_shows_them(world: World) -> Non
     }
 
 
+async def test_user_token_revoke_and_delete_from_the_cli(world: World) -> None:
+    async with world.pool.connection() as conn:
+        dora, first = await user_create(conn, "dora")
+
+    issued = _ok(await _cli(world, "user", "token", "dora", "--label", "laptop"))
+    second = issued.stdout.strip().splitlines()[-1]
+    assert second.startswith("yx_") and second != first
+
+    listed = json.loads(_ok(await _cli(world, "user", "tokens", "dora", "--json")).stdout)
+    assert [t["name"] for t in listed] == ["laptop", "default"]
+    assert first not in str(listed) and second not in str(listed)
+    table = _ok(await _cli(world, "user", "tokens", "dora"))
+    assert first not in table.stdout and token_hash(first).hex() not in table.stdout
+
+    async def active() -> set[str]:
+        rows = await world.fetch(
+            "SELECT name FROM yuxi.api_tokens WHERE user_id = %s AND revoked_at IS NULL", dora
+        )
+        return {row[0] for row in rows}
+
+    laptop = next(t["id"] for t in listed if t["name"] == "laptop")
+    _ok(await _cli(world, "user", "revoke", "dora", laptop))
+    assert await active() == {"default"}
+    _refused(await _cli(world, "user", "revoke", "dora", laptop), 1, "not found")
+    _refused(await _cli(world, "user", "revoke", "dora"), 2, "TOKEN_ID or --all")
+    _ok(await _cli(world, "user", "revoke", "dora", "--all"))
+    assert await active() == set()
+
+    _refused(await _cli(world, "user", "delete", "nobody", "--yes"), 1, "user nobody not found")
+    # without --yes it asks; answering no changes nothing
+    declined = await _cli(world, "user", "delete", "dora", stdin="n\n")
+    assert declined.exit_code == 1
+    assert await world.value("SELECT deleted_at FROM yuxi.users WHERE id = %s", dora) is None
+    _ok(await _cli(world, "user", "delete", "dora", "--yes"))
+    assert await world.value("SELECT deleted_at IS NOT NULL FROM yuxi.users WHERE id = %s", dora)
+    _refused(await _cli(world, "user", "token", "dora"), 1, "user dora not found")
+
+
 # ---------------------------------------------------------------------------------
 # queues
 

@@ -25,6 +25,7 @@ from yuxi.api.routes.runs import RunsController
 from yuxi.api.routes.scheduling import ScheduledJobsController
 from yuxi.api.routes.system import health
 from yuxi.api.routes.threads import ThreadsController
+from yuxi.api.routes.users import UsersController
 from yuxi.api.state import AppState
 from yuxi.db.pools import app_pool, checkpointer_pool
 from yuxi.runtime.resources import DatabaseCatalog
@@ -63,6 +64,7 @@ def create_app(url: str, settings: Settings) -> Litestar:
             RunsController,
             RequestEventsController,
             ScheduledJobsController,
+            UsersController,
         ],
         dependencies={"conn": Provide(connection), "user": Provide(caller)},
         before_request=refuse_deep_json,

@@ -1,4 +1,4 @@
-"""Who may do what: admins manage agents."""
+"""Who may do what: admins manage agents and users."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from yuxi.queue.users import User
 __all__ = ["User", "require_admin"]
 
 
-def require_admin(user: User) -> None:
+def require_admin(user: User, what: str = "manage agents") -> None:
+    """403 ``forbidden`` unless the caller is an admin."""
     if not user.is_admin:
-        raise Forbidden("only admins may manage agents")
+        raise Forbidden(f"only admins may {what}")

@@ -1,15 +1,19 @@
-"""``yuxi user …``: create a user with a first token, list users."""
+"""``yuxi user …``: create, list and delete users; issue, list and revoke their API
+tokens. A user is named by its name (live names are unique)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 import click
 
 from yuxi.cli.connect import JSON_HELP, echo_json, echo_table, when, with_database
 
 if TYPE_CHECKING:
-    from yuxi.queue.users import UserListing
+    from psycopg import AsyncConnection
+
+    from yuxi.queue.users import Token, UserListing
 
 
 @click.group()
@@ -57,3 +61,88 @@ def _user_row(row: UserListing) -> list[str]:
         when(row.created_at),
         str(row.id),
     ]
+
+
+async def _uid_of(conn: AsyncConnection[Any], name: str) -> UUID:
+    from yuxi.queue.users import user_list
+
+    for row in await user_list(conn):
+        if row.name == name:
+            return row.id
+    raise click.ClickException(f"user {name} not found")
+
+
+@user.command("delete")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def delete_command(name: str, yes: bool) -> None:
+    """Delete user NAME: its tokens stop working at once and its scheduled jobs are
+    removed; its conversations and runs stay in the database for the record."""
+    from yuxi.queue.users import user_delete
+
+    if not yes:
+        click.confirm(f"delete user {name}? its tokens stop working now", abort=True, err=True)
+
+    async def delete(conn: AsyncConnection[Any]) -> None:
+        await user_delete(conn, await _uid_of(conn, name))
+
+    with_database(delete)
+    click.echo(f"deleted user {name}", err=True)
+
+
+@user.command("token")
+@click.argument("name")
+@click.option("--label", default="default", show_default=True, help="A name for the token.")
+def token_command(name: str, label: str) -> None:
+    """Issue a new API token for user NAME; prints it as the last line (shown only once)."""
+    from yuxi.queue.users import token_create
+
+    async def issue(conn: AsyncConnection[Any]) -> str:
+        return await token_create(conn, await _uid_of(conn, name), name=label)
+
+    token = with_database(issue)
+    click.echo(f"new token for {name} ({label})", err=True)
+    click.echo(token)
+
+
+@user.command("tokens")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+def tokens_command(name: str, as_json: bool) -> None:
+    """List user NAME's tokens, newest first: id, label, created, last used, revoked.
+    The tokens themselves are never shown (only their hashes are stored)."""
+    from yuxi.queue.users import token_list
+
+    async def read(conn: AsyncConnection[Any]) -> list[Token]:
+        return await token_list(conn, await _uid_of(conn, name))
+
+    tokens = with_database(read)
+    if as_json:
+        echo_json(tokens)
+        return
+    echo_table(
+        ("ID", "LABEL", "CREATED", "LAST USED", "REVOKED"),
+        [
+            [str(t.id), t.name, when(t.created_at), when(t.last_used_at), when(t.revoked_at)]
+            for t in tokens
+        ],
+    )
+
+
+@user.command("revoke")
+@click.argument("name")
+@click.argument("token_id", type=click.UUID, required=False)
+@click.option("--all", "revoke_all", is_flag=True, help="Revoke every active token of NAME.")
+def revoke_command(name: str, token_id: UUID | None, revoke_all: bool) -> None:
+    """Revoke token TOKEN_ID of user NAME (ids from `yuxi user tokens NAME`), or with
+    --all every active one. A revoked token is refused from the next request on."""
+    from yuxi.queue.users import token_revoke
+
+    if (token_id is None) == (not revoke_all):
+        raise click.UsageError("give a TOKEN_ID or --all (not both)")
+
+    async def revoke(conn: AsyncConnection[Any]) -> int:
+        return await token_revoke(conn, await _uid_of(conn, name), token_id)
+
+    count = with_database(revoke)
+    click.echo(f"revoked {count} token(s) of {name}", err=True)

@@ -36,6 +36,16 @@ class UserListing(msgspec.Struct, frozen=True):
     created_at: datetime
 
 
+class Token(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.token_list``: never the token or its hash."""
+
+    id: UUID
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
 def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
@@ -84,3 +94,36 @@ async def token_authenticate(conn: AsyncConnection[Any], token: str) -> User | N
         {"token_hash": token_hash(token)},
     )
     return rows[0] if rows else None
+
+
+async def user_delete(conn: AsyncConnection[Any], uid: UUID) -> None:
+    """Soft-deletes the user, revokes its tokens, removes its scheduled jobs."""
+    await call_scalar(conn, "SELECT yuxi.user_delete(p_uid => %(uid)s)", {"uid": uid})
+
+
+async def token_create(conn: AsyncConnection[Any], uid: UUID, *, name: str = "default") -> str:
+    """A new API token for a live user; returns the token (only its hash is stored)."""
+    token = new_token()
+    await call_scalar(
+        conn,
+        "SELECT yuxi.token_create(p_uid => %(uid)s, p_token_hash => %(token_hash)s,"
+        " p_name => %(name)s)",
+        {"uid": uid, "token_hash": token_hash(token), "name": name},
+    )
+    return token
+
+
+async def token_list(conn: AsyncConnection[Any], uid: UUID) -> list[Token]:
+    """The user's tokens, newest first, revoked ones included."""
+    return await call_many(conn, Token, "yuxi.token_list(p_uid => %(uid)s)", {"uid": uid})
+
+
+async def token_revoke(conn: AsyncConnection[Any], uid: UUID, token_id: UUID | None = None) -> int:
+    """Revokes one of the user's tokens, or all still active (``token_id`` None);
+    returns how many were revoked."""
+    value = await call_scalar(
+        conn,
+        "SELECT yuxi.token_revoke(p_uid => %(uid)s, p_token_id => %(token_id)s)",
+        {"uid": uid, "token_id": token_id},
+    )
+    return int(value)
