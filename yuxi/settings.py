@@ -41,6 +41,9 @@ class Settings:
     port: int = 8000
     pool_min_size: int = 1
     pool_max_size: int = 10
+    # API: how long a request waits for a pooled connection (while the database is
+    # down, how long until it answers 503)
+    pool_timeout_seconds: float = 5.0
     # worker: runs executed at once, lease length and renewal, shutdown grace
     worker_concurrency: int = 8
     lease_seconds: float = 60.0
@@ -67,6 +70,7 @@ class Settings:
             port=_env_int("YUXI_PORT", 8000),
             pool_min_size=_env_int("YUXI_POOL_MIN_SIZE", 1),
             pool_max_size=_env_int("YUXI_POOL_MAX_SIZE", 10),
+            pool_timeout_seconds=_env_float("YUXI_POOL_TIMEOUT_SECONDS", 5.0),
             worker_concurrency=_env_int("YUXI_WORKER_CONCURRENCY", 8),
             lease_seconds=_env_float("YUXI_LEASE_SECONDS", 60.0),
             lease_renew_seconds=_env_float("YUXI_LEASE_RENEW_SECONDS", 10.0),
@@ -95,6 +99,8 @@ class Settings:
             )
         if not 1 <= self.maintenance_seconds <= 59:
             raise SettingsError("YUXI_MAINTENANCE_SECONDS must be between 1 and 59")
+        if self.pool_timeout_seconds <= 0:
+            raise SettingsError("YUXI_POOL_TIMEOUT_SECONDS must be positive")
         if self.pool_min_size < 0 or self.pool_max_size < max(self.pool_min_size, 1):
             raise SettingsError("YUXI_POOL_MAX_SIZE must be at least YUXI_POOL_MIN_SIZE and 1")
         return self

@@ -39,7 +39,12 @@ def create_app(url: str, settings: Settings) -> Litestar:
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        pool = app_pool(url, min_size=settings.pool_min_size, max_size=settings.pool_max_size)
+        pool = app_pool(
+            url,
+            min_size=settings.pool_min_size,
+            max_size=settings.pool_max_size,
+            timeout=settings.pool_timeout_seconds,
+        )
         saver_pool = checkpointer_pool(url, max_size=4)
         hub = EventHub(url)
         await pool.open()

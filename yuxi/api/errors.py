@@ -106,6 +106,17 @@ def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     return error_response(status, code, str(exc.detail))
 
 
+def database_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    # the server is down, restarting, or cut this connection: nothing the client did;
+    # a retry (with the same request_id for a submit) is safe once it is back
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+    response = error_response(
+        503, "database_unavailable", "the database is not reachable right now; retry shortly"
+    )
+    response.headers["Retry-After"] = "1"
+    return response
+
+
 def unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(HTTP_500_INTERNAL_SERVER_ERROR, "internal_error", "internal server error")
@@ -116,6 +127,8 @@ EXCEPTION_HANDLERS = {
     ModelSpecError: model_spec_error,
     CronError: cron_error,
     psycopg.DataError: data_error,
+    psycopg.OperationalError: database_unavailable,
+    psycopg.InterfaceError: database_unavailable,
     psycopg.errors.CheckViolation: constraint_error,
     Forbidden: forbidden,
     ValidationException: validation_error,

@@ -21,6 +21,7 @@ from yuxi.db.listener import Listener
 from yuxi.queue.events import EVENTS_CHANNEL
 
 REQUESTS_CHANNEL = "yuxi_request_events"  # NOTIFY payload: "<thread_id>"
+START_WAIT_SECONDS = 2.0
 
 
 class EventHub:
@@ -32,7 +33,11 @@ class EventHub:
         )
 
     async def start(self) -> None:
-        await self._listener.start()
+        """Starts listening. An API that starts while the database is down still serves
+        (503 until it is back): after a short wait the listener goes on connecting in
+        the background, and streams re-read every heartbeat meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._listener.start(), START_WAIT_SECONDS)
 
     async def stop(self) -> None:
         await self._listener.stop()

@@ -7,22 +7,30 @@ Every pool is returned closed (``open=False``): open it in the owner's lifespan 
 
 from __future__ import annotations
 
+import select
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 
-def app_pool(url: str, *, max_size: int, min_size: int = 1) -> AsyncConnectionPool[Any]:
+def app_pool(
+    url: str, *, max_size: int, min_size: int = 1, timeout: float = 30.0
+) -> AsyncConnectionPool[Any]:
     """The pool for yuxi's own SQL calls (queue functions, reads): autocommit, because
-    each call is one statement or one SQL function that manages its own transaction."""
+    each call is one statement or one SQL function that manages its own transaction.
+    ``timeout``: how long a caller waits for a connection (while the database is down,
+    that is how long until it gets an error)."""
     return AsyncConnectionPool(
         url,
         min_size=min_size,
         max_size=max_size,
         open=False,
+        timeout=timeout,
         kwargs={"autocommit": True},
+        check=drop_if_closed_by_server,
     )
 
 
@@ -35,6 +43,7 @@ def checkpointer_pool(url: str, *, max_size: int, min_size: int = 1) -> AsyncCon
         max_size=max_size,
         open=False,
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        check=drop_if_closed_by_server,
     )
 
 
@@ -46,6 +55,18 @@ def procrastinate_pool(url: str, *, max_size: int = 4) -> AsyncConnectionPool[An
     return AsyncConnectionPool(
         url, min_size=1, max_size=max_size, open=False, configure=_autocommit
     )
+
+
+async def drop_if_closed_by_server(conn: AsyncConnection[Any]) -> None:
+    """The pools' check on checkout, with no round trip for a healthy connection: one at
+    rest has nothing to read, so anything readable means the server is closing it
+    (``pg_terminate_backend``, a restart, an idle timeout) and a real round trip decides.
+    A connection that fails is replaced by the pool before the caller sees it."""
+    if conn.closed:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        await AsyncConnectionPool.check_connection(conn)
 
 
 async def _autocommit(conn: AsyncConnection[Any]) -> None:

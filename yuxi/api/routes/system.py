@@ -7,6 +7,8 @@ from litestar.datastructures import State
 
 from yuxi.api.dto import Health
 
+HEALTH_TIMEOUT_SECONDS = 1.0
+
 
 @get("/api/system/health", tags=["system"], summary="Liveness, database and workers")
 async def health(state: State) -> Health:
@@ -14,7 +16,8 @@ async def health(state: State) -> Health:
     workers that sent a heartbeat in the last minute."""
     app = state.yuxi
     try:
-        async with app.pool.connection() as conn:
+        # a health check answers at once: it does not queue for the pool's full timeout
+        async with app.pool.connection(timeout=HEALTH_TIMEOUT_SECONDS) as conn:
             cur = await conn.execute(
                 "SELECT count(*) FROM procrastinate_workers"
                 " WHERE last_heartbeat > now() - interval '1 minute'"
@@ -23,4 +26,4 @@ async def health(state: State) -> Health:
         workers = int(row[0]) if row else 0
         return Health(status="ok", database="ok", workers=workers)
     except Exception:
-        return Health(status="degraded", database="unavailable", workers=0)
+        return Health(status="degraded", database="down", workers=0)
