@@ -30,6 +30,7 @@ from yuxi.runtime.executor import ExecutorSettings, RunExecutor
 from yuxi.runtime.resources import DatabaseCatalog, ResourceCatalog
 from yuxi.scheduling.ticker import tick_until_idle
 from yuxi.settings import Settings
+from yuxi.worker.metrics import timed_run
 
 log = logging.getLogger("yuxi.worker")
 
@@ -91,7 +92,7 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings) -> App:
 
     @app.task(name="execute_run", queue=RUNS_QUEUE)
     async def execute_run(run_id: str) -> None:
-        status = await runtime.executor.execute(UUID(run_id))
+        status = await timed_run(runtime.executor.execute(UUID(run_id)))
         log.info("run %s: %s", run_id, status or "not claimed")
 
     @app.periodic(cron=every)
