@@ -18,7 +18,9 @@ from yuxi.api.dependencies import caller, connection
 from yuxi.api.errors import EXCEPTION_HANDLERS
 from yuxi.api.event_hub import EventHub
 from yuxi.api.limits import refuse_deep_json
+from yuxi.api.metrics import HttpMetrics
 from yuxi.api.routes.agents import AgentsController
+from yuxi.api.routes.metrics import metrics
 from yuxi.api.routes.projects import ProjectsController
 from yuxi.api.routes.requests import RequestEventsController
 from yuxi.api.routes.runs import RunsController
@@ -34,8 +36,10 @@ from yuxi.settings import Settings
 log = logging.getLogger("yuxi.api")
 
 
-def create_app(url: str, settings: Settings) -> Litestar:
-    """The API bound to the database at ``url``; pools open with the app's lifespan."""
+def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> Litestar:
+    """The API bound to the database at ``url``; pools open with the app's lifespan.
+    ``count_requests=False`` leaves out the HTTP metrics (the baseline of
+    tests/bench/metrics_overhead.py)."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -63,6 +67,7 @@ def create_app(url: str, settings: Settings) -> Litestar:
     app = Litestar(
         route_handlers=[
             health,
+            metrics,
             AgentsController,
             ProjectsController,
             ThreadsController,
@@ -89,5 +94,6 @@ def create_app(url: str, settings: Settings) -> Litestar:
         logging_config=LoggingConfig(configure_root_logger=False, log_exceptions="never"),
     )
     # outermost, around litestar's own error handling: every response is logged
-    app.asgi_handler = AccessLog(app.asgi_handler)
+    handler = HttpMetrics(app.asgi_handler) if count_requests else app.asgi_handler
+    app.asgi_handler = AccessLog(handler)
     return app

@@ -106,7 +106,18 @@ async def _seed(url: str) -> str | None:
 
 
 @click.command()
-def worker() -> None:
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Serve this worker's Prometheus metrics at http://HOST:PORT/metrics.",
+)
+@click.option(
+    "--metrics-host",
+    default=None,
+    help="The address --metrics-port listens on (default: YUXI_HOST or 127.0.0.1).",
+)
+def worker(metrics_port: int | None, metrics_host: str | None) -> None:
     """Run a worker: execute runs delivered from the queue, reconcile expired leases and
     re-deliver lost deliveries. Run as many as you like against one PostgreSQL.
 
@@ -119,8 +130,22 @@ def worker() -> None:
     settings = settings_or_exit()
     url = database_url_or_exit(settings)
     _configure_logging()
+    if metrics_port is not None:
+        _serve_worker_metrics(metrics_port, metrics_host or settings.host)
     click.echo(f"worker running ({settings.worker_concurrency} at once); Ctrl-C to stop", err=True)
     _run_until_stopped(lambda: run_worker(url, settings, install_signal_handlers=False), stop)
+
+
+def _serve_worker_metrics(port: int, host: str) -> None:
+    from yuxi.worker.metrics import serve_worker_metrics
+
+    try:
+        serve_worker_metrics(port, host)
+    except OSError as error:
+        raise click.ClickException(
+            f"cannot serve metrics on {host}:{port}: {error.strerror or error}"
+        ) from None
+    click.echo(f"metrics: http://{host}:{port}/metrics", err=True)
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -17,7 +17,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
 # a *_created sample per counter and histogram child would double the series for nothing
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 RUNS_IN_FLIGHT = Gauge(
     "yuxi_worker_runs_in_flight", "Deliveries of runs this worker process is executing now"
