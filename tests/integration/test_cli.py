@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import hashlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -143,3 +146,77 @@ def test_up_serves_a_conversation_and_keeps_it_across_restarts(tmp_path: Path) -
     assert f"yuxi.worker: run {run_id}: completed" in log
     assert token not in log and admin_token not in log
     assert "procrastinate.worker" not in log
+
+
+def test_sigterm_ends_open_streams_with_a_retry_hint_and_no_traceback(
+    db_url: str, tmp_path: Path
+) -> None:
+    """`yuxi up` with a run executing and streams open on it and on its request: SIGTERM
+    ends every stream with a `retry:` hint (clients resume on the next server), the
+    worker releases the run, the process exits 0 and logs no traceback."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "YUXI_HOME": str(tmp_path / "home"),
+        "YUXI_PORT": str(port),
+        "YUXI_DATABASE_URL": db_url,
+        "YUXI_SHUTDOWN_GRACE_SECONDS": "1",
+    }
+    created = _yuxi("user", "create", "erin", env=env)
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip().splitlines()[-1]
+    log_path = tmp_path / "up.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "yuxi.cli", "up"], env=env, stdout=log, stderr=log
+        )
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        with httpx.Client(base_url=base, headers=headers, timeout=10) as client:
+            deadline = time.monotonic() + 60
+            while True:
+                with contextlib.suppress(httpx.TransportError):
+                    if client.get("/api/system/health").json()["workers"] >= 1:
+                        break
+                assert time.monotonic() < deadline, "yuxi up did not become healthy"
+                time.sleep(0.1)
+            thread = client.post("/api/chat/thread", json={"agent_id": "chatbot"}).json()["id"]
+            info = client.post(
+                "/api/agent/runs", json={"thread_id": thread, "query": "/sleep 30"}
+            ).json()
+            deadline = time.monotonic() + 30
+            while client.get(f"/api/agent/runs/{info['run_id']}").json()["status"] != "running":
+                assert time.monotonic() < deadline, "the run did not start"
+                time.sleep(0.05)
+        paths = [f"/api/agent/runs/{info['run_id']}/events"] * 8 + [
+            f"/api/agent/requests/{info['request_id']}/events"
+        ]
+        with concurrent.futures.ThreadPoolExecutor(len(paths)) as pool:
+            opened = threading.Barrier(len(paths) + 1)
+
+            def follow(path: str) -> str:
+                with (
+                    httpx.Client(base_url=base, headers=headers, timeout=60) as client,
+                    client.stream("GET", path) as response,
+                ):
+                    assert response.status_code == 200
+                    opened.wait()
+                    return "".join(response.iter_text())
+
+            streams = [pool.submit(follow, path) for path in paths]
+            opened.wait(timeout=30)
+            time.sleep(0.3)  # every stream is waiting for news
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(timeout=30)
+            assert code == 0, (code, log_path.read_text()[-3000:])
+            bodies = [stream.result(timeout=30) for stream in streams]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    for body in bodies:
+        assert body.replace("\r\n", "\n").rstrip("\n").endswith("retry: 500"), body[-200:]
+        assert "data: \n\n" not in body.replace("\r\n", "\n")  # no empty message event
+    log = log_path.read_text()
+    assert "Traceback" not in log and "CancelledError" not in log, log[-2000:]

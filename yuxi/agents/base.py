@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
-
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph.state import CompiledStateGraph
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from yuxi.agents.context import BaseContext
+
+if TYPE_CHECKING:
+    # annotations only: a process that serves the API never needs LangGraph loaded
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.graph.state import CompiledStateGraph
 
 
 class BaseAgent:

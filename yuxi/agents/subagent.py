@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph.state import CompiledStateGraph
+from typing import TYPE_CHECKING, Any
 
 from yuxi.agents.base import BaseAgent
 from yuxi.agents.context import BaseContext
-from yuxi.agents.graph import build_agent_graph
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.graph.state import CompiledStateGraph
 
 
 def _hidden(description: str) -> dict[str, Any]:
@@ -44,4 +44,6 @@ class SubAgent(BaseAgent):
     async def get_graph(
         self, context: BaseContext, *, checkpointer: BaseCheckpointSaver[Any] | None = None
     ) -> CompiledStateGraph[Any, Any, Any, Any]:
+        from yuxi.agents.graph import build_agent_graph  # LangChain loads with the first run
+
         return build_agent_graph(context, checkpointer=checkpointer)

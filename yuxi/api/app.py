@@ -6,7 +6,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from litestar import Litestar
 from litestar.di import Provide
 from litestar.logging import LoggingConfig
@@ -54,9 +53,7 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
         await pool.open()
         await saver_pool.open()
         await hub.start()
-        app.state.yuxi = AppState(
-            settings, pool, AsyncPostgresSaver(saver_pool), hub, DatabaseCatalog(pool)
-        )
+        app.state.yuxi = AppState(settings, pool, saver_pool, hub, DatabaseCatalog(pool))
         try:
             yield
         finally:

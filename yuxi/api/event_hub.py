@@ -17,11 +17,22 @@ from collections import defaultdict
 from collections.abc import Iterator
 from uuid import UUID
 
+from litestar.response import ServerSentEventMessage
+
 from yuxi.db.listener import Listener
 from yuxi.queue.events import EVENTS_CHANNEL
 
 REQUESTS_CHANNEL = "yuxi_request_events"  # NOTIFY payload: "<thread_id>"
 START_WAIT_SECONDS = 2.0
+RETRY_AFTER_CLOSE_MS = 500
+
+
+def server_closing() -> ServerSentEventMessage:
+    """The last message of a stream cut by a shutdown: ``retry`` tells the client to
+    reconnect (with ``Last-Event-ID``) after half a second, to the next server."""
+    return ServerSentEventMessage(
+        data=None, comment="server shutting down", retry=RETRY_AFTER_CLOSE_MS
+    )
 
 
 class EventHub:
@@ -31,6 +42,7 @@ class EventHub:
         self._listener = Listener(
             url, (EVENTS_CHANNEL, REQUESTS_CHANNEL), self._wake, self._wake_all
         )
+        self._closing = False
 
     async def start(self) -> None:
         """Starts listening. An API that starts while the database is down still serves
@@ -41,6 +53,17 @@ class EventHub:
 
     async def stop(self) -> None:
         await self._listener.stop()
+
+    @property
+    def closing(self) -> bool:
+        """The server is shutting down: streams end (with a ``retry`` hint) instead of
+        waiting, so the process exits at once and clients resume on the next one."""
+        return self._closing
+
+    def close(self) -> None:
+        """Marks the hub closing and wakes every stream waiting on it."""
+        self._closing = True
+        self._wake_all()
 
     @property
     def listeners(self) -> int:

@@ -19,31 +19,44 @@ class _Server(uvicorn.Server):
         yield
 
 
+SHUTDOWN_GRACE_SECONDS = 1  # uvicorn takes whole seconds
+
+
 class ListenError(RuntimeError):
     """The API could not listen on its host and port."""
 
 
 async def serve_api(url: str, settings: Settings) -> None:
     """Serves until cancelled; cancelling finishes in-flight requests, then returns."""
-    # Everything imported so far lives as long as the process: keep the collector from
-    # re-scanning it on every collection (measured: GC time of a large history read
-    # 88 -> 12 ms, its p50 230 -> 112 ms; see docs/benchmarks.md).
-    gc.freeze()
     from yuxi.api.app import create_app  # the whole API: imported only when serving
 
+    app = create_app(url, settings)
+    # Everything imported and built so far lives as long as the process: keep the
+    # collector from re-scanning it on every collection (measured: GC time of a large
+    # history read 88 -> 12 ms, its p50 230 -> 112 ms; see docs/benchmarks.md). The
+    # serving commands start with the collector off (startup allocates much and would
+    # trigger many collections); it runs from here on.
+    gc.freeze()
+    gc.enable()
     config = uvicorn.Config(
-        create_app(url, settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level="warning",
         lifespan="on",
         access_log=False,
+        # a request still open this long after SIGTERM is cut (streams end at once)
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
     server = _Server(config)
     task = asyncio.ensure_future(server.serve())
     try:
         await asyncio.shield(task)
     except asyncio.CancelledError:
+        # open streams end now (with a retry hint) instead of holding the exit
+        state = getattr(app.state, "yuxi", None)
+        if state is not None:
+            state.hub.close()
         server.should_exit = True
         await asyncio.gather(task, return_exceptions=True)
         raise

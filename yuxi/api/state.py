@@ -3,22 +3,36 @@ the resource catalog."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.api.event_hub import EventHub
 from yuxi.runtime.resources import ResourceCatalog
 from yuxi.settings import Settings
 
+if TYPE_CHECKING:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
 
 @dataclass
 class AppState:
     settings: Settings
     pool: AsyncConnectionPool[Any]
-    checkpointer: AsyncPostgresSaver
+    # the checkpointer's own pool (autocommit, no prepared statements, dict rows)
+    saver_pool: AsyncConnectionPool[Any]
     hub: EventHub
     # what each user may select in an agent's resource fields (the agent detail's form)
     catalog: ResourceCatalog
+    _checkpointer: AsyncPostgresSaver | None = field(default=None, init=False)
+
+    @property
+    def checkpointer(self) -> AsyncPostgresSaver:
+        """The checkpointer that agent state is read from, built on first use: LangGraph
+        loads with the first state read, not with every API start."""
+        if self._checkpointer is None:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+            self._checkpointer = AsyncPostgresSaver(self.saver_pool)
+        return self._checkpointer

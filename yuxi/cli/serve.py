@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -23,6 +24,7 @@ def up(port: int | None) -> None:
     """Run everything in one process: PostgreSQL (embedded unless YUXI_DATABASE_URL is
     set), migrations, the default `chatbot` agent and an `admin` user on first start,
     the HTTP API and a worker. Ctrl-C stops it cleanly; a restart keeps all data."""
+    gc.disable()  # until the API has started: see serve_api
     stop = _catch_stop_signals()
     settings = settings_or_exit(port)
     where = (
@@ -56,6 +58,7 @@ def up(port: int | None) -> None:
 @click.option("--port", type=int, default=None, help="HTTP port (default: YUXI_PORT or 8000).")
 def api(port: int | None) -> None:
     """Serve the HTTP API only (run workers separately with `yuxi worker`)."""
+    gc.disable()  # until the API has started: see serve_api
     stop = _catch_stop_signals()
     settings = settings_or_exit(port)
     url = database_url_or_exit(settings)

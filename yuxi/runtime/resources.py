@@ -14,7 +14,7 @@ from uuid import UUID
 
 from psycopg_pool import AsyncConnectionPool
 
-from yuxi.agents.tools import builtin_tool_names
+from yuxi.agents.tools.names import builtin_tool_names
 
 RESOURCE_KINDS = ("tools", "knowledges", "mcps", "skills")
 

@@ -12,6 +12,9 @@ from yuxi.agents.tools.ask_user import ask_user
 from yuxi.agents.tools.calculator import calculator
 from yuxi.agents.tools.clock import get_current_time
 from yuxi.agents.tools.files import list_files, read_file, write_file
+from yuxi.agents.tools.names import builtin_tool_names
+
+__all__ = ["ASK_USER_TOOL", "BUILTIN_TOOLS", "builtin_tool_names"]
 
 for _tool in (calculator, get_current_time, list_files, read_file, write_file, ask_user):
     _tool.handle_tool_error = True
@@ -23,8 +26,3 @@ BUILTIN_TOOLS: dict[str, BaseTool] = {
 
 ASK_USER_TOOL: BaseTool = ask_user
 """Always available to agents; never subject to tool approval."""
-
-
-def builtin_tool_names() -> list[str]:
-    """Names of the user-selectable built-in tools, in catalogue order."""
-    return list(BUILTIN_TOOLS)

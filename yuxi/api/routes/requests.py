@@ -25,6 +25,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
+from yuxi.api.event_hub import server_closing
 from yuxi.api.state import AppState
 from yuxi.queue.requests import RequestInfo, request_get
 from yuxi.queue.runs import Run, run_get
@@ -128,6 +129,9 @@ async def _follow(app: AppState, first: RequestInfo) -> AsyncIterator[ServerSent
     keys: tuple[UUID, ...] = (first.thread_id,)
     now: _Snapshot | None = None
     while True:
+        if app.hub.closing:
+            yield server_closing()
+            return
         with app.hub.subscribe(*keys) as news:
             now = await _read(app, first.request_id, now)
             for message in told.news(now):

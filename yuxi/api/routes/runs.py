@@ -31,6 +31,7 @@ from yuxi.api.dto import (
     SubmitRun,
     ThreadRequests,
 )
+from yuxi.api.event_hub import server_closing
 from yuxi.queue.errors import NotFound
 from yuxi.queue.events import run_end_event, run_events_after
 from yuxi.queue.requests import (
@@ -247,6 +248,9 @@ async def _stream(state: State, run_id: UUID, after: int) -> AsyncIterator[Serve
     heartbeat = app.settings.sse_heartbeat_seconds
     last = after
     while True:
+        if app.hub.closing:
+            yield server_closing()
+            return
         with app.hub.subscribe(run_id) as news:
             async with app.pool.connection() as conn:
                 rows = await run_events_after(conn, run_id, last)

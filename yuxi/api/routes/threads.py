@@ -26,7 +26,6 @@ from yuxi.queue.threads import (
     thread_mark_viewed,
     thread_runs,
 )
-from yuxi.runtime.state import read_thread_state
 
 Conn = NamedDependency[AsyncConnection[Any]]
 
@@ -92,6 +91,8 @@ class ThreadsController(Controller):
         await thread_get(conn, user.uid, thread_id)  # 404 for others
         runs = await thread_runs(conn, user.uid, thread_id)
         latest = next((r.status for r in reversed(runs) if r.run_type != "subagent"), None)
+        from yuxi.runtime.state import read_thread_state  # LangGraph: on the first state read
+
         result = await read_thread_state(
             state.yuxi.checkpointer, str(thread_id), latest_run_status=latest
         )
