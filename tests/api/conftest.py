@@ -104,14 +104,39 @@ async def collect_sse(
     headers: dict[str, str] | None = None,
     params: dict[str, Any] | None = None,
 ) -> None:
-    """Appends a run's events to ``sink`` as they arrive, until the server closes."""
+    """Appends a run's events to ``sink`` as they arrive, until the server closes. A
+    stream from the start must begin with ``init`` (id 0, the run's stored input), which
+    is checked and left out of ``sink``: the rest is the run's stored log."""
+    fresh = not (headers or {}).get("Last-Event-ID") and "after_seq" not in (params or {})
     async with client.stream(
         "GET", f"/api/agent/runs/{run_id}/events", headers=headers, params=params
     ) as response:
         assert response.status_code == 200, (await response.aread()).decode()
         assert response.headers["content-type"].startswith("text/event-stream")
+        first = fresh
         async for event in parse_sse(response.aiter_lines()):
+            if first:
+                assert_init(event, run_id)
+                first = False
+                continue
+            assert event.event != "init", "init is sent once, first"
             sink.append(event)
+
+
+def assert_init(event: Sse, run_id: str) -> None:
+    """The ``init`` event a fresh stream starts with: the run's input as stored."""
+    assert (event.event, event.id) == ("init", "0"), event
+    body = event.json()
+    assert body["run_id"] == run_id, body
+    assert set(body) == {
+        "run_id",
+        "thread_id",
+        "request_id",
+        "run_type",
+        "message_id",
+        "query",
+        "input",
+    }, body
 
 
 async def read_sse(

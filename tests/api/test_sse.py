@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.conftest import Api, Sse, parse_sse, read_sse
+from tests.api.conftest import Api, Sse, assert_init, parse_sse, read_sse
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.usefixtures("worker")]
 
@@ -118,7 +118,9 @@ async def test_a_live_stream_receives_events_as_they_are_written(api: Api) -> No
     async with asyncio.timeout(15):
         async with api.alice.stream("GET", info["stream_url"]) as response:
             assert response.status_code == 200
-            async for event in parse_sse(response.aiter_lines()):
+            events_and_init = parse_sse(response.aiter_lines())
+            assert_init(await anext(events_and_init), info["run_id"])
+            async for event in events_and_init:
                 events.append(event)
                 if len(events) == 1:
                     # the first event arrives while the run is still going
@@ -138,7 +140,9 @@ async def test_reconnecting_mid_run_with_last_event_id(api: Api) -> None:
     first: Sse | None = None
     async with asyncio.timeout(15):
         async with api.alice.stream("GET", info["stream_url"]) as response:
-            async for event in parse_sse(response.aiter_lines()):
+            events = parse_sse(response.aiter_lines())
+            assert_init(await anext(events), info["run_id"])
+            async for event in events:
                 first = event
                 break  # the client goes away after one event
     assert first is not None and (first.seq, first.event) == (1, "metadata")
@@ -167,3 +171,36 @@ async def test_a_cancelled_running_run_streams_one_end(api: Api) -> None:
     assert [e.event for e in events].count("end") == 1
     assert events[-1].json()["status"] == "cancelled"
     assert json.loads(events[-1].data)["status"] == "cancelled"
+
+
+async def test_a_fresh_stream_starts_with_the_stored_input(api: Api) -> None:
+    """``init`` (id 0) echoes what was saved before anything streams: the user message
+    of a chat run, the answer of a resume run; a resumed stream does not repeat it."""
+    thread = await api.thread()
+    info = await api.submit(thread, "/ask your name?")
+    await api.wait_run(info["run_id"])
+    async with api.alice.stream("GET", info["stream_url"]) as response:
+        init = await anext(parse_sse(response.aiter_lines()))
+    assert (init.event, init.id) == ("init", "0")
+    assert init.json() == {
+        "run_id": info["run_id"],
+        "thread_id": thread,
+        "request_id": info["request_id"],
+        "run_type": "chat",
+        "message_id": info["message_id"],
+        "query": "/ask your name?",
+        "input": {"model_spec": "builtin:scripted", "tool_approval_mode": "auto"},
+    }
+    resumed = (
+        await api.alice.post(f"/api/agent/runs/{info['run_id']}/resume", json={"resume": "Ada"})
+    ).json()
+    async with api.alice.stream("GET", resumed["stream_url"]) as response:
+        init = await anext(parse_sse(response.aiter_lines()))
+    body = init.json()
+    assert (body["run_type"], body["message_id"], body["query"]) == ("resume", None, None)
+    assert body["input"]["resume"] == "Ada"
+    # resuming from a seq (or Last-Event-ID 0, after init) does not send it again
+    for kwargs in ({"params": {"after_seq": 0}}, {"headers": {"Last-Event-ID": "0"}}):
+        async with api.alice.stream("GET", info["stream_url"], **kwargs) as response:
+            first = await anext(parse_sse(response.aiter_lines()))
+        assert first.event != "init" and first.seq == 1, kwargs

@@ -43,8 +43,10 @@ from yuxi.queue.requests import (
 )
 from yuxi.queue.runs import (
     Run,
+    RunInput,
     run_get,
     run_get_manifest,
+    run_input,
     run_request_cancel,
     run_result,
     run_resume,
@@ -173,8 +175,9 @@ class RunsController(Controller):
         run_id: FromPath[UUID],
         after_seq: Annotated[int | None, Parameter(ge=0, le=MAX_SEQ)] = None,
     ) -> ServerSentEvent:
-        """``id:`` is the event's seq. Resumes after ``Last-Event-ID`` or ``?after_seq=``;
-        ends after exactly one ``end`` event."""
+        """``id:`` is the event's seq. A stream from the start (no ``Last-Event-ID``, no
+        ``?after_seq=``) begins with ``init`` (id 0): the run's input as stored. Resumes
+        after ``Last-Event-ID`` or ``?after_seq=``; ends after exactly one ``end`` event."""
         last_event_id = request.headers.get("last-event-id")
         after = after_seq or 0
         if last_event_id:
@@ -185,8 +188,13 @@ class RunsController(Controller):
             if not 0 <= seen <= MAX_SEQ:
                 raise ValidationException("Last-Event-ID must be an event seq")
             after = max(after, seen)
-        await run_get(conn, run_id, uid=user.uid)  # 404 for others, before streaming
-        return ServerSentEvent(_stream(state, run_id, after))
+        init = None
+        if last_event_id is None and after_seq is None:
+            # the first read also refuses others' runs (404) before streaming
+            init = _init_event(await run_input(conn, run_id, uid=user.uid))
+        else:
+            await run_get(conn, run_id, uid=user.uid)  # 404 for others, before streaming
+        return ServerSentEvent(_stream(state, run_id, after, init))
 
     @get("/requests/{request_id:str}", summary="A request")
     async def get_request_view(
@@ -243,8 +251,25 @@ def _queue(queue: ThreadQueue | None) -> QueueState:
     )
 
 
-async def _stream(state: State, run_id: UUID, after: int) -> AsyncIterator[ServerSentEventMessage]:
+def _init_event(stored: RunInput) -> ServerSentEventMessage:
+    payload = {
+        "run_id": str(stored.run_id),
+        "thread_id": str(stored.thread_id),
+        "request_id": stored.request_id,
+        "run_type": stored.run_type,
+        "message_id": stored.message_id,
+        "query": stored.query,
+        "input": stored.input,
+    }
+    return ServerSentEventMessage(data=json.dumps(payload), event="init", id=0)
+
+
+async def _stream(
+    state: State, run_id: UUID, after: int, init: ServerSentEventMessage | None
+) -> AsyncIterator[ServerSentEventMessage]:
     app = state.yuxi
+    if init is not None:
+        yield init
     heartbeat = app.settings.sse_heartbeat_seconds
     last = after
     while True:
