@@ -193,6 +193,8 @@ async def _events(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[str, str,
                     data.append(value)
                 elif name == "id":
                     seq = int(value)
+            if event == "init":
+                continue  # the stored input, sent first on a fresh stream; not in the log
             if data or event != "message":
                 yield event, "\n".join(data), seq
 
