@@ -217,6 +217,9 @@ CREATE TABLE yuxi.agent_runs (
                               yuxi.run_history_entry(run_id, request_id, run_type, created_by_run_id,
                                                      status, created_at, started_at, finished_at)
                           ) STORED,
+    -- the last event batch the current attempt appended (run_append_batch); each claim
+    -- resets it, so a batch re-sent after a lost reply is recognised and skipped
+    last_event_batch      bigint NOT NULL DEFAULT 0,
     CHECK ((run_type = 'chat') = (created_by_run_id IS NULL)),
     CHECK ((manifest IS NULL) = (manifest_fingerprint IS NULL)),
     -- a lease exists exactly while a worker executes the run
@@ -246,6 +249,8 @@ COMMENT ON COLUMN yuxi.agent_runs.delivery_job_id IS
     'The latest procrastinate job that delivers the run';
 COMMENT ON COLUMN yuxi.agent_runs.history_entry IS
     'The run as history renders it (JSON text), generated';
+COMMENT ON COLUMN yuxi.agent_runs.last_event_batch IS
+    'The number of the last event batch the current attempt appended (yuxi.run_append_batch); reset by each claim';
 
 ALTER TABLE yuxi.conversations
     ADD CONSTRAINT conversations_last_run_fk FOREIGN KEY (last_run_id)
@@ -304,9 +309,11 @@ INSERT INTO yuxi.maintenance_counters (name, value) VALUES
     ('lease_expired', 0),
     ('lease_released', 0),
     ('redelivered_missing', 0),
-    ('redelivered_stalled', 0);
+    ('redelivered_stalled', 0),
+    ('released_after_error', 0),
+    ('delivery_pruned', 0);
 COMMENT ON TABLE yuxi.maintenance_counters IS
-    'Counts of maintenance work since the database was created: lease_expired (leases the reconciler ended), lease_released (of those, runs put back to pending for another attempt), redelivered_missing (pending runs re-delivered because their job was missing or finished), redelivered_stalled (pending runs re-delivered because their job''s worker stopped)';
+    'Counts of maintenance work since the database was created: lease_expired (leases the reconciler ended), lease_released (of those, runs put back to pending for another attempt), redelivered_missing (pending runs re-delivered because their job was missing or finished), redelivered_stalled (pending runs re-delivered because their job''s worker stopped), released_after_error (runs a worker gave back for another attempt after losing its database connection, yuxi.run_retry), delivery_pruned (finished or abandoned procrastinate jobs deleted, yuxi.delivery_prune)';
 
 -- ---------------------------------------------------------------------------------
 -- Scheduled agent jobs

@@ -99,7 +99,8 @@ BEGIN
     UPDATE yuxi.agent_runs
     SET status = 'running', lease_token = v_token, lease_owner = p_worker,
         lease_expires_at = v_now + make_interval(secs => p_lease_seconds), heartbeat_at = v_now,
-        attempt_count = attempt_count + 1, started_at = coalesce(started_at, v_now), updated_at = v_now
+        attempt_count = attempt_count + 1, started_at = coalesce(started_at, v_now), updated_at = v_now,
+        last_event_batch = 0
     WHERE run_id = p_run_id AND status = 'pending'
     RETURNING * INTO v_run;
     IF NOT FOUND THEN
@@ -401,6 +402,53 @@ $$;
 COMMENT ON FUNCTION yuxi.run_release(uuid, uuid, text, timestamptz) IS
     'Worker: gives a run back as pending for another attempt (a cancel_requested one is cancelled instead). Raises lease_lost (YL001)';
 
+-- Gives a run back after its attempt was cut by an error that is not the run's own (the
+-- worker lost its database connection mid-run): another attempt when the agent's retry
+-- budget (agents.max_run_attempts) has one left, as yuxi.run_reconcile_expired would
+-- after a lost lease; otherwise the run fails with p_error_type after an `error` event,
+-- like any failure the worker writes. A run whose cancellation was requested is
+-- cancelled instead. p_notify: as for run_finish.
+CREATE FUNCTION yuxi.run_retry(
+    p_run_id uuid, p_token uuid, p_error_type text, p_error_message text,
+    p_now timestamptz DEFAULT NULL, p_notify boolean DEFAULT true
+) RETURNS yuxi.agent_runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_run yuxi.agent_runs;
+    v_max integer;
+BEGIN
+    IF p_error_type IS NULL OR p_error_type !~ '^[a-z][a-z_]{0,62}$' THEN
+        RAISE EXCEPTION 'error type must be a lowercase name' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_run := yuxi.run_lock(p_run_id);
+    PERFORM yuxi.lease_check(v_run, p_token, v_now);
+    IF v_run.status = 'cancel_requested' THEN
+        RETURN yuxi.run_finish(p_run_id, p_token, 'cancelled', '[]', NULL, NULL, v_now, p_notify, '[]');
+    END IF;
+    SELECT a.max_run_attempts INTO v_max FROM yuxi.agents a WHERE a.slug = v_run.agent_slug;
+    IF v_run.attempt_count >= coalesce(v_max, 1) THEN
+        RETURN yuxi.run_finish(
+            p_run_id, p_token, 'failed', '[]', p_error_type, p_error_message, v_now, p_notify,
+            jsonb_build_array(jsonb_build_object('event', 'error', 'payload', jsonb_build_object(
+                'error_type', p_error_type, 'message', left(p_error_message, 4000)))));
+    END IF;
+    UPDATE yuxi.agent_runs
+    SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now,
+        delivery_job_id = yuxi.run_delivery_job(p_run_id)
+    WHERE run_id = p_run_id
+    RETURNING * INTO v_run;
+    UPDATE yuxi.agent_run_attempts
+    SET ended_at = v_now, outcome = 'released',
+        detail = left(format('%s: %s', p_error_type, p_error_message), 4000)
+    WHERE run_id = p_run_id AND lease_token = p_token;
+    PERFORM yuxi.maintenance_count('released_after_error');
+    RETURN v_run;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_retry(uuid, uuid, text, text, timestamptz, boolean) IS
+    'Worker: after an error that is not the run''s own (a lost database connection), gives the run back for another attempt within the agent''s retry budget, else fails it with p_error_type (a cancel_requested run is cancelled). Raises invalid_input (YV001), lease_lost (YL001)';
+
 -- Asks a run to stop, and its child runs with it. A pending run (no worker holds it)
 -- or an interrupted one is cancelled at once; a running one becomes
 -- cancel_requested and its worker is woken; it ends `cancelled` only from there.
@@ -566,6 +614,16 @@ COMMENT ON FUNCTION yuxi.run_create_subagent(uuid, uuid, text, jsonb, timestampt
 -- ---------------------------------------------------------------------------------
 -- Maintenance
 
+-- Adds p_by to an operator's counter (yuxi.maintenance_counters), in the caller's
+-- transaction: the count commits, or rolls back, with the work it counts.
+CREATE FUNCTION yuxi.maintenance_count(p_name text, p_by bigint DEFAULT 1) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO yuxi.maintenance_counters AS c (name, value) VALUES (p_name, p_by)
+    ON CONFLICT (name) DO UPDATE SET value = c.value + EXCLUDED.value
+$$;
+COMMENT ON FUNCTION yuxi.maintenance_count(text, bigint) IS
+    'Internal: adds p_by to the counter p_name of yuxi.maintenance_counters, in the caller''s transaction';
+
 CREATE VIEW yuxi.expired_run_leases AS
 SELECT r.run_id, r.thread_id, r.status, r.lease_owner, r.lease_expires_at, r.attempt_count
 FROM yuxi.agent_runs r
@@ -586,6 +644,8 @@ DECLARE
     v_candidate record;
     v_run yuxi.agent_runs;
     v_max integer;
+    v_expired bigint := 0;
+    v_released bigint := 0;
 BEGIN
     FOR v_candidate IN
         SELECT r.run_id, r.thread_id FROM yuxi.agent_runs r
@@ -624,6 +684,7 @@ BEGIN
                 delivery_job_id = yuxi.run_delivery_job(v_run.run_id)
             WHERE r.run_id = v_run.run_id
             RETURNING * INTO v_run;
+            v_released := v_released + 1;
         ELSE
             UPDATE yuxi.agent_runs r
             SET status = 'failed', lease_token = NULL, lease_expires_at = NULL,
@@ -635,14 +696,22 @@ BEGIN
             RETURNING * INTO v_run;
             PERFORM yuxi.run_settle(v_run);
         END IF;
+        v_expired := v_expired + 1;
         run_id := v_run.run_id;
         status := v_run.status;
         RETURN NEXT;
     END LOOP;
+    -- one write per counter and pass: concurrent reconcilers wait on it only briefly
+    IF v_expired > 0 THEN
+        PERFORM yuxi.maintenance_count('lease_expired', v_expired);
+    END IF;
+    IF v_released > 0 THEN
+        PERFORM yuxi.maintenance_count('lease_released', v_released);
+    END IF;
 END;
 $$;
 COMMENT ON FUNCTION yuxi.run_reconcile_expired(timestamptz, integer) IS
-    'Maintenance: ends runs whose lease expired (released for another attempt, cancelled, or failed with worker_lease_expired); safe from many processes at once';
+    'Maintenance: ends runs whose lease expired (released for another attempt, cancelled, or failed with worker_lease_expired), counted in yuxi.maintenance_counters (lease_expired, lease_released); safe from many processes at once';
 
 -- A run's outcome: its status, the text of its final assistant message, its error.
 CREATE FUNCTION yuxi.run_result(p_run_id uuid, p_uid uuid DEFAULT NULL)

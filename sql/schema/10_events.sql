@@ -4,13 +4,17 @@
 -- ---------------------------------------------------------------------------------
 -- Run events
 
--- Appends events ([{event, payload}, ...]) with gap-free seqs; returns the last seq.
--- `end` is written only when the run finishes, so there is exactly one.
+-- Appends events ([{event, payload}, ...]) with gap-free seqs as the lease holder; returns
+-- the last seq. `end` is written only when the run finishes, so there is exactly one.
+-- p_batch numbers the attempt's batches (1, 2, ...; each claim starts again): a batch
+-- whose number is not above the last one stored is already there and is skipped, so a
+-- worker that lost the reply to a committed append re-sends it without storing it
+-- twice. NULL appends without that check (yuxi.run_append_events).
 -- p_notify => false: the caller sends the yuxi_run_events NOTIFY itself right after
 -- commit. PostgreSQL serialises the commits of all transactions that NOTIFY, disk flush
 -- included, so the hot paths of a worker notify from a transaction of their own.
-CREATE FUNCTION yuxi.run_append_events(
-    p_run_id uuid, p_token uuid, p_events jsonb, p_now timestamptz DEFAULT NULL,
+CREATE FUNCTION yuxi.run_append_batch(
+    p_run_id uuid, p_token uuid, p_batch bigint, p_events jsonb, p_now timestamptz DEFAULT NULL,
     p_notify boolean DEFAULT true
 ) RETURNS bigint
 LANGUAGE plpgsql AS $$
@@ -22,18 +26,23 @@ BEGIN
     IF jsonb_typeof(p_events) IS DISTINCT FROM 'array' THEN
         RAISE EXCEPTION 'events must be a JSON array' USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
+    IF p_batch < 1 THEN
+        RAISE EXCEPTION 'batch numbers start at 1' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
     v_count := jsonb_array_length(p_events);
     IF EXISTS (SELECT 1 FROM jsonb_array_elements(p_events) e WHERE e ->> 'event' = 'end') THEN
         RAISE EXCEPTION 'the end event is written by run_finish' USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
     -- The row lock taken by this UPDATE serialises appenders of one run.
     UPDATE yuxi.agent_runs
-    SET last_event_seq = last_event_seq + v_count
+    SET last_event_seq = last_event_seq + v_count,
+        last_event_batch = coalesce(p_batch, last_event_batch)
     WHERE run_id = p_run_id AND lease_token = p_token AND lease_expires_at > v_now
-      AND yuxi.run_is_leased(status)
+      AND yuxi.run_is_leased(status) AND (p_batch IS NULL OR last_event_batch < p_batch)
     RETURNING last_event_seq INTO v_last;
     IF NOT FOUND THEN
-        PERFORM yuxi.run_lock_leased(p_run_id, p_token, v_now);  -- raises the precise error
+        -- raises the precise error; a lease that holds means the batch is stored already
+        RETURN (yuxi.run_lock_leased(p_run_id, p_token, v_now)).last_event_seq;
     END IF;
     IF v_count = 0 THEN
         RETURN v_last;
@@ -47,8 +56,19 @@ BEGIN
     RETURN v_last;
 END;
 $$;
+COMMENT ON FUNCTION yuxi.run_append_batch(uuid, uuid, bigint, jsonb, timestamptz, boolean) IS
+    'Worker: appends the attempt''s event batch number p_batch ([{event, payload}]) with gap-free seqs, skipping a batch already stored (a re-send after a lost reply); returns the last seq. Raises invalid_input (YV001), lease_lost (YL001)';
+
+-- yuxi.run_append_batch without a batch number: every call appends.
+CREATE FUNCTION yuxi.run_append_events(
+    p_run_id uuid, p_token uuid, p_events jsonb, p_now timestamptz DEFAULT NULL,
+    p_notify boolean DEFAULT true
+) RETURNS bigint
+LANGUAGE sql AS $$
+    SELECT yuxi.run_append_batch(p_run_id, p_token, NULL, p_events, p_now, p_notify)
+$$;
 COMMENT ON FUNCTION yuxi.run_append_events(uuid, uuid, jsonb, timestamptz, boolean) IS
-    'Worker: appends events [{event, payload}] with gap-free seqs; returns the last seq. Raises invalid_input (YV001), lease_lost (YL001)';
+    'Appends events [{event, payload}] with gap-free seqs as the lease holder (yuxi.run_append_batch without a batch number: a re-send is stored again); returns the last seq. Raises invalid_input (YV001), lease_lost (YL001)';
 
 -- Events of a run after a seq, for SSE replay.
 CREATE FUNCTION yuxi.run_events_after(p_run_id uuid, p_after bigint, p_limit integer DEFAULT 1000)

@@ -24,6 +24,7 @@ from yuxi.queue.runs import (
     run_write_manifest,
 )
 from yuxi.queue.threads import thread_continue, thread_queue
+from yuxi.runtime.recovery_calls import run_append_batch, run_retry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 FINGERPRINT_A = "a" * 64
@@ -242,3 +243,160 @@ async def test_events_are_gap_free_under_concurrent_appends(world: World) -> Non
     async with world.pool.connection() as conn:
         with pytest.raises(InvalidInput, match="end event"):
             await run_append_events(conn, run_id, claimed.lease_token, [RunEvent("end")])
+
+
+async def _counters(world: World) -> dict[str, int]:
+    return dict(await world.fetch("SELECT name, value FROM yuxi.maintenance_counters"))
+
+
+async def test_the_reconciler_counts_expired_and_released_leases(world: World) -> None:
+    assert await _counters(world) == dict.fromkeys(
+        (
+            "lease_expired",
+            "lease_released",
+            "redelivered_missing",
+            "redelivered_stalled",
+            "released_after_error",
+            "delivery_pruned",
+        ),
+        0,
+    )
+    await world.execute("UPDATE yuxi.agents SET max_run_attempts = 2 WHERE slug = 'chatbot'")
+    runs = [await _pending_run(world) for _ in range(3)]
+    for run_id in runs:
+        await world.claim(run_id, now=T0, lease=10)
+    async with world.pool.connection() as conn:
+        handled = await run_reconcile_expired(conn, now=T0 + timedelta(seconds=11))
+    assert {r.status for r in handled} == {"pending"}
+    counts = await _counters(world)
+    assert (counts["lease_expired"], counts["lease_released"]) == (3, 3)
+    await world.claim(runs[0], now=T0 + timedelta(seconds=12), lease=10)
+    async with world.pool.connection() as conn:
+        await run_reconcile_expired(conn, now=T0 + timedelta(seconds=30))
+    counts = await _counters(world)
+    assert (counts["lease_expired"], counts["lease_released"]) == (4, 3)
+
+
+async def test_a_batch_sent_again_is_stored_once(world: World) -> None:
+    run_id = await _pending_run(world)
+    claimed = await world.claim(run_id)
+    token = claimed.lease_token
+    first = [RunEvent("metadata", {"attempt": 1}), RunEvent("messages", {"k": 1})]
+    async with world.pool.connection() as conn:
+        assert await run_append_batch(conn, run_id, token, 1, first) == 2
+        # the reply to the first append was lost: the worker sends it again
+        assert await run_append_batch(conn, run_id, token, 1, first) == 2
+        assert await run_append_batch(conn, run_id, token, 2, [RunEvent("tool", {})]) == 3
+        assert await run_append_batch(conn, run_id, token, 1, first) == 3  # an older one
+        assert await run_append_events(conn, run_id, token, [RunEvent("tool", {})]) == 4
+        with pytest.raises(InvalidInput, match="start at 1"):
+            await run_append_batch(conn, run_id, token, 0, first)
+        await run_release(conn, run_id, token, reason="shutdown")
+    # a new attempt numbers its batches from 1 again
+    second = await world.claim(run_id)
+    async with world.pool.connection() as conn:
+        assert await run_append_batch(conn, run_id, second.lease_token, 1, first) == 6
+        with pytest.raises(LeaseLost):
+            await run_append_batch(conn, run_id, token, 2, first)
+    assert [e for (e,) in await world.fetch("SELECT event FROM yuxi.run_events ORDER BY seq")] == [
+        "metadata",
+        "messages",
+        "tool",
+        "tool",
+        "metadata",
+        "messages",
+    ]
+
+
+async def test_racing_resends_of_one_batch_store_it_once(world: World) -> None:
+    run_id = await _pending_run(world)
+    claimed = await world.claim(run_id)
+    batch = [RunEvent("messages", {"k": k}) for k in range(3)]
+
+    async def send(conn: AsyncConnection[Any], i: int) -> Any:
+        return await run_append_batch(conn, run_id, claimed.lease_token, 1, batch)
+
+    results = await race(world.url, 10, send)
+    assert failures(results) == []
+    assert set(results) == {3}
+    assert await world.value("SELECT count(*) FROM yuxi.run_events") == 3
+
+
+async def test_retry_gives_a_run_cut_by_an_outage_another_attempt_within_its_budget(
+    world: World,
+) -> None:
+    await world.execute("UPDATE yuxi.agents SET max_run_attempts = 2 WHERE slug = 'chatbot'")
+    thread = await world.thread()
+    run_id = await _pending_run(world, thread)
+    first = await world.claim(run_id)
+    async with world.pool.connection() as conn:
+        with pytest.raises(InvalidInput):
+            await run_retry(
+                conn, run_id, first.lease_token, error_type="Bad Type", error_message=""
+            )
+        retried = await run_retry(
+            conn, run_id, first.lease_token, error_type="database_unavailable", error_message="x"
+        )
+    assert retried.status == "pending"
+    assert (
+        await world.value(
+            "SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo' AND queueing_lock = %s",
+            f"run:{run_id}",
+        )
+        == 1
+    )
+    second = await world.claim(run_id)
+    async with world.pool.connection() as conn:
+        with pytest.raises(LeaseLost):
+            await run_retry(
+                conn,
+                run_id,
+                first.lease_token,
+                error_type="database_unavailable",
+                error_message="x",
+            )
+        failed = await run_retry(
+            conn,
+            run_id,
+            second.lease_token,
+            error_type="database_unavailable",
+            error_message="the worker lost its connection to the database (AdminShutdown)",
+        )
+    assert (failed.status, failed.error_type) == ("failed", "database_unavailable")
+    assert await world.fetch(
+        "SELECT outcome, detail FROM yuxi.agent_run_attempts WHERE run_id = %s ORDER BY attempt_no",
+        run_id,
+    ) == [("released", "database_unavailable: x"), ("failed", None)]
+    events = await world.fetch(
+        "SELECT event, payload FROM yuxi.run_events WHERE run_id = %s ORDER BY seq", run_id
+    )
+    assert events[-2:] == [
+        (
+            "error",
+            {
+                "error_type": "database_unavailable",
+                "message": "the worker lost its connection to the database (AdminShutdown)",
+            },
+        ),
+        (
+            "end",
+            {
+                "status": "failed",
+                "error_type": "database_unavailable",
+                "error_message": "the worker lost its connection to the database (AdminShutdown)",
+            },
+        ),
+    ]
+    assert (await _counters(world))["released_after_error"] == 1
+
+
+async def test_retry_of_a_run_whose_cancel_was_requested_cancels_it(world: World) -> None:
+    await world.execute("UPDATE yuxi.agents SET max_run_attempts = 3 WHERE slug = 'chatbot'")
+    run_id = await _pending_run(world)
+    claimed = await world.claim(run_id)
+    await world.execute("SELECT yuxi.run_request_cancel(%s)", run_id)
+    async with world.pool.connection() as conn:
+        run = await run_retry(
+            conn, run_id, claimed.lease_token, error_type="database_unavailable", error_message="x"
+        )
+    assert (run.status, run.error_type) == ("cancelled", None)

@@ -9,13 +9,18 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from yuxi.db.outages import Backoff, describe, is_connection_error
+
 log = logging.getLogger("yuxi.db")
 
 
 class Listener:
     """LISTENs on ``channel`` (one name, or several on the same connection);
     ``on_notify(payload)`` runs for each notification and ``on_connect()`` after each
-    (re)connection, when notifications may have been missed."""
+    (re)connection, when notifications may have been missed.
+
+    A lost connection is re-made with a jittered back-off (0.25 s doubling to 5 s) and
+    every LISTEN is issued again; the loop ends only when ``stop`` is called."""
 
     def __init__(
         self,
@@ -42,7 +47,8 @@ class Listener:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _listen(self) -> None:
-        delay = 0.5
+        backoff = Backoff()
+        names = ", ".join(self._channels)
         while True:
             try:
                 conn: AsyncConnection[Any] = await AsyncConnection.connect(
@@ -52,18 +58,25 @@ class Listener:
                     for channel in self._channels:
                         await conn.execute(f"LISTEN {channel}")
                     self._listening.set()
-                    delay = 0.5
+                    if backoff.failures:
+                        log.info("listening on %s again", names)
+                    backoff.reset()
                     if self._on_connect is not None:
                         self._on_connect()
                     async for notify in conn.notifies():
                         self._on_notify(notify.payload)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception(
-                    "listener on %s lost its connection; reconnecting in %.1fs",
-                    ", ".join(self._channels),
-                    delay,
-                )
+            except Exception as error:
+                delay = backoff.next()
+                if not is_connection_error(error):
+                    log.exception("listener on %s failed; reconnecting in %.1fs", names, delay)
+                elif backoff.failures == 1:
+                    log.warning(
+                        "listener on %s lost its connection (%s); reconnecting",
+                        names,
+                        describe(error),
+                    )
+                else:
+                    log.debug("listener on %s: still no connection (%s)", names, describe(error))
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)

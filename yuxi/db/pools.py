@@ -3,6 +3,22 @@ configure them alike.
 
 Every pool is returned closed (``open=False``): open it in the owner's lifespan with
 ``await pool.open()`` or ``async with pool:``, and close it there too.
+
+Through a database outage (a restart, ``pg_terminate_backend``, a network cut) every
+pool behaves the same way:
+
+- a connection the server closed is found on checkout at no cost
+  (``drop_if_closed_by_server``), and then every idle connection of the pool is
+  checked at once, since they were most likely closed together;
+- a statement of a process that died (SIGKILL, a lost machine) is cancelled by the
+  server within ``CLIENT_CHECK_MS`` instead of running on and committing for nobody
+  (``client_connection_check_interval``): a claim blocked on a lock when its worker was
+  killed must not take the run once the lock is released;
+- a connection that cannot be made is tried again for ``RECONNECT_SECONDS`` only
+  (psycopg's pool doubles its wait between attempts, from 1 s, for 5 minutes by
+  default, so a pool could stay empty for half a minute after the database is back);
+  after that the next caller that needs a connection, or ``pool.check()``, starts a new
+  round of attempts at once.
 """
 
 from __future__ import annotations
@@ -15,46 +31,80 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+RECONNECT_SECONDS = 2.0
+CLIENT_CHECK_MS = 1000
+
 
 def app_pool(
-    url: str, *, max_size: int, min_size: int = 1, timeout: float = 30.0
+    url: str,
+    *,
+    max_size: int,
+    min_size: int = 1,
+    timeout: float = 30.0,
+    prepared_statements: bool = True,
 ) -> AsyncConnectionPool[Any]:
     """The pool for yuxi's own SQL calls (queue functions, reads): autocommit, because
     each call is one statement or one SQL function that manages its own transaction.
     ``timeout``: how long a caller waits for a connection (while the database is down,
-    that is how long until it gets an error)."""
-    return AsyncConnectionPool(
-        url,
-        min_size=min_size,
-        max_size=max_size,
-        open=False,
-        timeout=timeout,
-        kwargs={"autocommit": True},
-        check=drop_if_closed_by_server,
-    )
+    that is how long until it gets an error). ``prepared_statements=False`` for a pool
+    behind a transaction pooler (PgBouncer), where a server session is not this
+    connection's from one transaction to the next."""
+    kwargs: dict[str, Any] = {"autocommit": True}
+    if not prepared_statements:
+        kwargs["prepare_threshold"] = None
+    return _pool(url, min_size=min_size, max_size=max_size, timeout=timeout, kwargs=kwargs)
 
 
 def checkpointer_pool(url: str, *, max_size: int, min_size: int = 1) -> AsyncConnectionPool[Any]:
     """The pool for LangGraph's ``AsyncPostgresSaver``, configured as it requires:
     autocommit, no server-side prepared statements, dict rows."""
-    return AsyncConnectionPool(
+    return _pool(
         url,
         min_size=min_size,
         max_size=max_size,
-        open=False,
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
-        check=drop_if_closed_by_server,
     )
 
 
 def procrastinate_pool(url: str, *, max_size: int = 4) -> AsyncConnectionPool[Any]:
     """The pool for procrastinate's own calls: autocommit, with no liveness query per
-    checkout (its calls are single statements, so this halves their round trips)."""
+    checkout (its calls are single statements, so that would double their round trips),
+    only the free check of ``drop_if_closed_by_server``: a connection the server ended
+    is replaced instead of failing procrastinate's next fetch or heartbeat, which would
+    end its worker. A caller waits at most 10 s for a connection: a worker that lost
+    its database gives up on it soon and starts again (yuxi/worker/app.py)."""
     # autocommit is set in configure, not kwargs: procrastinate's listener connects with
     # the pool's kwargs plus its own autocommit=True, and a keyword cannot be given twice
-    return AsyncConnectionPool(
-        url, min_size=1, max_size=max_size, open=False, configure=_autocommit
+    return _pool(url, min_size=1, max_size=max_size, timeout=10.0, autocommit_first=True)
+
+
+def _pool(url: str, *, autocommit_first: bool = False, **options: Any) -> AsyncConnectionPool[Any]:
+    pool: AsyncConnectionPool[Any] | None = None
+
+    async def configure(conn: AsyncConnection[Any]) -> None:
+        if autocommit_first:
+            await conn.set_autocommit(True)
+        await conn.execute(f"SET client_connection_check_interval = {CLIENT_CHECK_MS}")
+
+    async def check(conn: AsyncConnection[Any]) -> None:
+        try:
+            await drop_if_closed_by_server(conn)
+        except Exception:
+            # the others were most likely closed with it: check them all now, rather
+            # than one per checkout with psycopg's back-off between them
+            if pool is not None:
+                await pool.check()
+            raise
+
+    pool = AsyncConnectionPool(
+        url,
+        open=False,
+        check=check,
+        configure=configure,
+        reconnect_timeout=RECONNECT_SECONDS,
+        **options,
     )
+    return pool
 
 
 async def drop_if_closed_by_server(conn: AsyncConnection[Any]) -> None:
@@ -67,7 +117,3 @@ async def drop_if_closed_by_server(conn: AsyncConnection[Any]) -> None:
     readable, _, _ = select.select([conn.fileno()], [], [], 0)
     if readable:
         await AsyncConnectionPool.check_connection(conn)
-
-
-async def _autocommit(conn: AsyncConnection[Any]) -> None:
-    await conn.set_autocommit(True)

@@ -12,6 +12,8 @@ from uuid import UUID
 from yuxi.db.listener import Listener
 from yuxi.queue.events import CANCEL_CHANNEL
 
+START_WAIT_SECONDS = 2.0
+
 
 class CancelWatcher:
     def __init__(self, url: str) -> None:
@@ -19,8 +21,11 @@ class CancelWatcher:
         self._listener = Listener(url, CANCEL_CHANNEL, self._deliver)
 
     async def start(self) -> None:
-        """Starts listening; returns once the LISTEN is in place."""
-        await self._listener.start()
+        """Starts listening; returns once the LISTEN is in place, or after a short wait
+        while the database is down (the listener goes on connecting in the background;
+        renewals poll for cancels meanwhile), so a worker starts without its database."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._listener.start(), START_WAIT_SECONDS)
 
     async def stop(self) -> None:
         await self._listener.stop()

@@ -9,10 +9,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from psycopg_pool import AsyncConnectionPool
 
+from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.queue.errors import LeaseLost
-from yuxi.queue.events import RunEvent, run_append_events
+from yuxi.queue.events import RunEvent
 from yuxi.queue.runs import ClaimedRun
 from yuxi.runtime.graph_io import text_of, tool_calls_of
+from yuxi.runtime.recovery_calls import run_append_batch
 
 log = logging.getLogger("yuxi.runtime")
 
@@ -21,7 +23,13 @@ class EventWriter:
     """Buffers a run's events and appends them in batches, in order: message chunks are
     coalesced, and pending events are written at most ``flush_seconds`` after the first
     of them arrived. What is left at the end goes into the run's finishing transaction
-    (``take``), so a short run writes all its events with its finish."""
+    (``remaining``), so a short run writes all its events with its finish.
+
+    Each batch carries its number within the attempt (``yuxi.run_append_batch``). A
+    write whose outcome is unknown (the connection broke, perhaps after the commit) is
+    sent again, unchanged and under the same number, before anything newer: the database
+    skips it if it was stored, so an event is never written twice. While the database
+    is unreachable the writer keeps trying with a back-off."""
 
     def __init__(self, pool: AsyncConnectionPool[Any], claimed: ClaimedRun, flush_seconds: float):
         self._pool = pool
@@ -29,8 +37,13 @@ class EventWriter:
         self._flush_seconds = flush_seconds
         self._pending: list[RunEvent] = []
         self._chunks: list[dict[str, Any]] = []
+        self._batches = 0
+        # a batch sent whose outcome is unknown: (number, events)
+        self._unconfirmed: tuple[int, list[RunEvent]] | None = None
         self._timer: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._closed = False
+        self._backoff = Backoff()
 
     async def add(self, event: RunEvent) -> None:
         """Queues ``event`` after the message chunks buffered so far."""
@@ -68,9 +81,13 @@ class EventWriter:
         """The ``error`` event that precedes a failed finish."""
         await self.add(RunEvent("error", {"error_type": error_type, "message": message}))
 
-    async def take(self) -> list[RunEvent]:
-        """The events not written yet; the writer forgets them and stops its timer (a
-        write already under way is waited for, never cut off mid-transaction)."""
+    async def remaining(self) -> list[RunEvent]:
+        """The events never sent, for the finishing transaction. From the first call the
+        writer stops writing on its own; a batch whose outcome is unknown is first sent
+        again (raising if that fails too, so the caller retries). A write already under
+        way is waited for, never cut off mid-transaction. Calling it again returns the
+        same events, plus any added since."""
+        self._closed = True
         if self._timer is not None:
             if self._lock.locked():
                 await asyncio.gather(self._timer, return_exceptions=True)
@@ -79,23 +96,35 @@ class EventWriter:
             self._timer = None
         async with self._lock:
             self._close_chunks()
-            pending, self._pending = self._pending, []
-        return pending
+            await self._confirm()
+            return list(self._pending)
 
-    def _schedule(self) -> None:
+    def _schedule(self, delay: float | None = None) -> None:
+        if self._closed:
+            return
         if self._timer is None or self._timer.done():
-            self._timer = asyncio.create_task(self._flush_later())
+            wait = self._flush_seconds if delay is None else delay
+            self._timer = asyncio.create_task(self._flush_later(wait))
 
-    async def _flush_later(self) -> None:
-        await asyncio.sleep(self._flush_seconds)
+    async def _flush_later(self, delay: float) -> None:
+        await asyncio.sleep(delay)
         try:
             await self.flush()
         except LeaseLost:
-            pass  # the run's executor finds out on its next renewal or its finish
-        except Exception:
-            log.exception(
-                "run %s: appending events failed; they go with the finish", self._claimed.run_id
-            )
+            return  # the run's executor finds out on its next renewal or its finish
+        except Exception as error:
+            if not is_connection_error(error):
+                log.exception("run %s: appending events failed", self._claimed.run_id)
+            elif self._backoff.failures == 0:
+                log.warning(
+                    "run %s: appending events failed (%s); they are sent again",
+                    self._claimed.run_id,
+                    describe(error),
+                )
+            self._timer = None
+            self._schedule(self._backoff.next())
+            return
+        self._backoff.reset()
 
     def _close_chunks(self) -> None:
         if self._chunks:
@@ -106,18 +135,25 @@ class EventWriter:
         """Appends everything pending now; on failure keeps it for the next write."""
         async with self._lock:
             self._close_chunks()
-            if not self._pending:
-                return
-            batch, self._pending = self._pending, []
-            try:
-                async with self._pool.connection() as conn:
-                    await run_append_events(
-                        conn,
-                        self._claimed.run_id,
-                        self._claimed.lease_token,
-                        batch,
-                        notify_after_commit=True,
-                    )
-            except Exception:
-                self._pending[:0] = batch  # keep them, in order, for the next write
-                raise
+            await self._confirm()
+            if self._pending:
+                self._batches += 1
+                self._unconfirmed = (self._batches, self._pending)
+                self._pending = []
+                await self._confirm()
+
+    async def _confirm(self) -> None:
+        """Sends the batch whose outcome is unknown, if any, until it is known."""
+        if self._unconfirmed is None:
+            return
+        number, batch = self._unconfirmed
+        async with self._pool.connection() as conn:
+            await run_append_batch(
+                conn,
+                self._claimed.run_id,
+                self._claimed.lease_token,
+                number,
+                batch,
+                notify_after_commit=True,
+            )
+        self._unconfirmed = None

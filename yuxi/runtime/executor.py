@@ -31,6 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.delegation import current_delegate
 from yuxi.agents.registry import UnknownBackend, get_backend
+from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.queue.errors import LeaseLost, ManifestConflict, RunNotClaimable
 from yuxi.queue.events import RunEvent
 from yuxi.queue.runs import (
@@ -41,6 +42,7 @@ from yuxi.queue.runs import (
     run_commit_manifest,
     run_execution_input,
     run_finish,
+    run_get,
     run_release,
     run_renew_lease,
 )
@@ -59,10 +61,15 @@ from yuxi.runtime.graph_io import (
 )
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
 from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
+from yuxi.runtime.recovery_calls import run_retry
 from yuxi.runtime.resources import ResourceCatalog
 from yuxi.runtime.workspace import ClientPaths
 
 log = logging.getLogger("yuxi.runtime")
+
+# The error type of a run failed because its worker lost the database with no retry
+# budget left (yuxi.run_retry).
+DATABASE_UNAVAILABLE = "database_unavailable"
 
 
 @dataclass(frozen=True)
@@ -81,8 +88,19 @@ class Outcome:
     messages: list[OutputMessage] = field(default_factory=list)
     error_type: str | None = None
     error_message: str | None = None
-    # events not yet written: they go into the finishing transaction
-    events: list[RunEvent] = field(default_factory=list)
+    # the attempt was cut by a lost database connection: yuxi.run_retry decides between
+    # another attempt and failing with error_type
+    retry: bool = False
+
+
+def _cut_by_outage(error: BaseException) -> Outcome:
+    return Outcome(
+        RunStatus.FAILED,
+        error_type=DATABASE_UNAVAILABLE,
+        # the error's own text names the server (host, socket path): it stays in the log
+        error_message=f"the worker lost its connection to the database ({type(error).__name__})",
+        retry=True,
+    )
 
 
 class RunFailure(Exception):
@@ -111,29 +129,50 @@ class RunExecutor:
         self.settings = settings
 
     async def execute(self, run_id: UUID) -> str | None:
-        """Runs ``run_id`` if it can be claimed; returns its final status, or None when
-        another delivery already has it. Cancelling this coroutine (worker shutdown)
-        releases the run for another attempt."""
-        try:
-            async with self.pool.connection() as conn:
-                claimed = await run_claim(
-                    conn,
-                    run_id,
-                    worker=self.settings.worker_name,
-                    lease_seconds=self.settings.lease_seconds,
-                )
-        except RunNotClaimable as error:
-            log.info("run %s not claimed: %s", run_id, error)
+        """Runs ``run_id`` if it can be claimed; returns its final status (``pending``
+        when it was given back for another attempt), or None when another delivery
+        already has it. Cancelling this coroutine (worker shutdown) releases the run for
+        another attempt."""
+        claimed = await self._claim(run_id)
+        if claimed is None:
             return None
         with self.watcher.watch(run_id) as cancelled:
             return await self._execute_claimed(claimed, cancelled)
+
+    async def _claim(self, run_id: UUID) -> ClaimedRun | None:
+        # A claim that cannot reach the database is tried again until it can: the run
+        # stays pending meanwhile, and a delivery elsewhere may claim it first.
+        backoff = Backoff()
+        while True:
+            try:
+                async with self.pool.connection() as conn:
+                    return await run_claim(
+                        conn,
+                        run_id,
+                        worker=self.settings.worker_name,
+                        lease_seconds=self.settings.lease_seconds,
+                    )
+            except RunNotClaimable as error:
+                log.info("run %s not claimed: %s", run_id, error)
+                return None
+            except Exception as error:
+                if not is_connection_error(error):
+                    raise
+                if backoff.failures == 0:
+                    log.warning(
+                        "run %s: cannot reach the database to claim it (%s)",
+                        run_id,
+                        describe(error),
+                    )
+                await asyncio.sleep(backoff.next())
 
     async def _execute_claimed(self, claimed: ClaimedRun, cancelled: asyncio.Event) -> str | None:
         lease_lost = asyncio.Event()
         home = self.settings.home
         paths = ClientPaths(home, user_workspace(home, str(claimed.uid)))
+        events = EventWriter(self.pool, claimed, self.settings.flush_seconds)
         keeper = asyncio.create_task(self._keep_lease(claimed, cancelled, lease_lost))
-        work = asyncio.create_task(self._work(claimed, paths))
+        work = asyncio.create_task(self._work(claimed, events, paths))
         stop_cancel = asyncio.create_task(cancelled.wait())
         stop_lost = asyncio.create_task(lease_lost.wait())
         try:
@@ -150,7 +189,7 @@ class RunExecutor:
                     )
                     return None
                 outcome = Outcome(RunStatus.CANCELLED)
-            return await self._finish(claimed, outcome)
+            return await self._finish(claimed, outcome, events)
         except asyncio.CancelledError:
             # The worker is shutting down: give the run back for another attempt.
             work.cancel()
@@ -165,9 +204,13 @@ class RunExecutor:
     async def _keep_lease(
         self, claimed: ClaimedRun, cancelled: asyncio.Event, lost: asyncio.Event
     ) -> None:
-        """Renews the lease; each renewal also polls for a cancel request."""
+        """Renews the lease; each renewal also polls for a cancel request. While the
+        database cannot be reached it tries again sooner (jittered, up to 2 s apart), so
+        the lease is renewed as soon as the database is back."""
+        backoff = Backoff(cap=2.0)
+        wait = self.settings.renew_seconds
         while True:
-            await asyncio.sleep(self.settings.renew_seconds)
+            await asyncio.sleep(wait)
             try:
                 async with self.pool.connection() as conn:
                     state = await run_renew_lease(
@@ -179,22 +222,32 @@ class RunExecutor:
             except LeaseLost:
                 lost.set()
                 return
-            except Exception:  # a passing database error: try again next interval
-                log.exception("run %s: lease renewal failed", claimed.run_id)
+            except Exception as error:
+                if not is_connection_error(error):  # not an outage: try again next interval
+                    log.exception("run %s: lease renewal failed", claimed.run_id)
+                    continue
+                if backoff.failures == 0:
+                    log.warning(
+                        "run %s: lease renewal cannot reach the database (%s); retrying",
+                        claimed.run_id,
+                        describe(error),
+                    )
+                wait = min(backoff.next(), self.settings.renew_seconds)
                 continue
+            if backoff.failures:
+                log.info("run %s: lease renewed again", claimed.run_id)
+                backoff.reset()
+            wait = self.settings.renew_seconds
             if state.status == RunStatus.CANCEL_REQUESTED:
                 cancelled.set()
 
-    async def _work(self, claimed: ClaimedRun, paths: ClientPaths) -> Outcome:
-        events = EventWriter(self.pool, claimed, self.settings.flush_seconds)
+    async def _work(self, claimed: ClaimedRun, events: EventWriter, paths: ClientPaths) -> Outcome:
         try:
-            outcome = await self._run_graph(claimed, events, paths)
+            return await self._run_graph(claimed, events, paths)
         except RunFailure as failure:
             message = paths.hide(str(failure))
             await events.error(failure.error_type, message)
-            outcome = Outcome(
-                RunStatus.FAILED, error_type=failure.error_type, error_message=message
-            )
+            return Outcome(RunStatus.FAILED, error_type=failure.error_type, error_message=message)
         except asyncio.CancelledError:
             # cancelled (by a cancel request or shutdown): keep what was streamed so far
             with contextlib.suppress(Exception):
@@ -202,16 +255,22 @@ class RunExecutor:
             raise
         except LeaseLost:
             raise
-        except Exception as error:  # the agent, model or a tool failed
+        except Exception as error:
+            if is_connection_error(error):
+                # not the run's fault: yuxi.run_retry gives it another attempt (budget
+                # permitting) once the database answers again
+                log.warning(
+                    "run %s: cut by a lost database connection (%s)",
+                    claimed.run_id,
+                    describe(error),
+                )
+                return _cut_by_outage(error)
+            # the agent, model or a tool failed
             log.info("run %s failed: %s: %s", claimed.run_id, type(error).__name__, error)
             # the message leaves the server: an OSError's text names host paths
             message = paths.hide(str(error))
             await events.error(type(error).__name__, message)
-            outcome = Outcome(
-                RunStatus.FAILED, error_type=type(error).__name__, error_message=message
-            )
-        outcome.events = await events.take()
-        return outcome
+            return Outcome(RunStatus.FAILED, error_type=type(error).__name__, error_message=message)
 
     async def _run_graph(
         self, claimed: ClaimedRun, events: EventWriter, paths: ClientPaths
@@ -297,24 +356,75 @@ class RunExecutor:
             raise RunFailure("no_output", "the agent finished without a reply")
         return Outcome(RunStatus.COMPLETED, [stored_message(m) for m in produced])
 
-    async def _finish(self, claimed: ClaimedRun, outcome: Outcome) -> str | None:
-        try:
-            async with self.pool.connection() as conn:
-                run = await run_finish(
-                    conn,
+    async def _finish(
+        self, claimed: ClaimedRun, outcome: Outcome, events: EventWriter
+    ) -> str | None:
+        """Ends the attempt (run_finish, or run_retry after an outage). While the database
+        cannot be reached it tries again, with the same events and outcome, as long as
+        the lease holds; a finish whose reply was lost is known by the lease that the
+        retry finds gone."""
+        backoff = Backoff()
+        unsure = False
+        while True:
+            try:
+                remaining = await events.remaining()
+                if outcome.retry and remaining:
+                    await events.flush()  # what the attempt streamed stays in its events
+                async with self.pool.connection() as conn:
+                    if outcome.retry:
+                        run = await run_retry(
+                            conn,
+                            claimed.run_id,
+                            claimed.lease_token,
+                            error_type=outcome.error_type or DATABASE_UNAVAILABLE,
+                            error_message=outcome.error_message or "",
+                            notify_after_commit=True,
+                        )
+                    else:
+                        run = await run_finish(
+                            conn,
+                            claimed.run_id,
+                            claimed.lease_token,
+                            status=outcome.status,
+                            messages=outcome.messages,
+                            error_type=outcome.error_type,
+                            error_message=outcome.error_message,
+                            notify_after_commit=True,
+                            events=remaining,
+                        )
+                if backoff.failures:
+                    log.info("run %s: ended after the database came back", claimed.run_id)
+                if run.status == RunStatus.PENDING:
+                    log.info("run %s: given back for another attempt", claimed.run_id)
+                return run.status
+            except LeaseLost:
+                return await self._lost_before_end(claimed, unsure)
+            except Exception as error:
+                if not is_connection_error(error):
+                    raise
+                unsure = True
+                if backoff.failures == 0:
+                    log.warning(
+                        "run %s: cannot reach the database to end the run (%s); retrying",
+                        claimed.run_id,
+                        describe(error),
+                    )
+                await asyncio.sleep(backoff.next())
+
+    async def _lost_before_end(self, claimed: ClaimedRun, unsure: bool) -> str | None:
+        if unsure:
+            # a write whose reply was lost may have been ours: say what the run is now
+            with contextlib.suppress(Exception):
+                async with self.pool.connection() as conn:
+                    run = await run_get(conn, claimed.run_id)
+                log.warning(
+                    "run %s: the lease was gone when the database answered again; run is %s",
                     claimed.run_id,
-                    claimed.lease_token,
-                    status=outcome.status,
-                    messages=outcome.messages,
-                    error_type=outcome.error_type,
-                    error_message=outcome.error_message,
-                    notify_after_commit=True,
-                    events=outcome.events,
+                    run.status,
                 )
-            return run.status
-        except LeaseLost:
-            log.warning("run %s: lease lost before it could finish", claimed.run_id)
-            return None
+                return None
+        log.warning("run %s: lease lost before it could finish", claimed.run_id)
+        return None
 
     async def _release(self, claimed: ClaimedRun, reason: str) -> None:
         try:
@@ -322,6 +432,15 @@ class RunExecutor:
                 await run_release(conn, claimed.run_id, claimed.lease_token, reason=reason)
         except LeaseLost:
             log.warning("run %s: lease lost before it could be released", claimed.run_id)
+        except Exception as error:
+            if not is_connection_error(error):
+                raise
+            # its lease runs out and the reconciler gives it another attempt or fails it
+            log.warning(
+                "run %s: could not be released, the database is unreachable (%s)",
+                claimed.run_id,
+                describe(error),
+            )
 
 
 def _outcome_of(work: asyncio.Task[Outcome], paths: ClientPaths) -> Outcome:
@@ -329,6 +448,8 @@ def _outcome_of(work: asyncio.Task[Outcome], paths: ClientPaths) -> Outcome:
     if isinstance(error, LeaseLost):
         raise error
     if error is not None:
+        if is_connection_error(error):
+            return _cut_by_outage(error)
         return Outcome(
             RunStatus.FAILED, error_type=type(error).__name__, error_message=paths.hide(str(error))
         )

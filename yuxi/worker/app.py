@@ -1,19 +1,30 @@
-"""The procrastinate App of a worker process and its tasks.
+"""The procrastinate App of a worker process and its tasks, and the process around them.
 
 - ``execute_run(run_id)`` (queue ``yuxi_runs``): delivered by the SQL that makes a run
   pending; executes it. A duplicate delivery finds the run claimed and does nothing.
 - ``yuxi_reconcile_leases``, ``yuxi_redeliver_runs`` and ``yuxi_tick_schedules`` (queue
   ``yuxi_maintenance``, periodic): fail or retry runs whose lease expired; re-deliver
-  pending runs whose job vanished; fire due scheduled jobs. procrastinate defers each
-  periodic slot once across all workers.
+  pending runs whose job vanished or whose worker stopped, and delete the jobs that did
+  their work; fire due scheduled jobs. procrastinate defers each periodic slot once
+  across all workers.
+
+The process outlives its database connections. procrastinate's worker ends when it
+loses the database (a failed fetch, heartbeat or listener); ``run_worker`` then waits
+for the database with a jittered back-off and starts a new one, with a new App and
+pool. The runs under way are not procrastinate's (``inflight.InFlightRuns``): they keep
+their leases through the outage and finish, or are given back, when it is over.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
+import signal
 import socket
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -21,33 +32,59 @@ from uuid import UUID
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from procrastinate import App, PsycopgConnector
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.db.pools import app_pool, checkpointer_pool, procrastinate_pool
 from yuxi.queue.maintenance import run_reconcile_expired, run_redeliver_orphans
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.executor import ExecutorSettings, RunExecutor
+from yuxi.runtime.recovery_calls import delivery_prune, run_redeliver_stalled
 from yuxi.runtime.resources import DatabaseCatalog, ResourceCatalog
 from yuxi.scheduling.ticker import tick_until_idle
 from yuxi.settings import Settings
-from yuxi.worker.metrics import timed_run
+from yuxi.worker.inflight import InFlightRuns
+from yuxi.worker.metrics import count_reconnect
 
 log = logging.getLogger("yuxi.worker")
 
 RUNS_QUEUE = "yuxi_runs"
 MAINTENANCE_QUEUE = "yuxi_maintenance"
+# procrastinate's worker is named so in its logs ("procrastinate.worker.yuxi")
+PROCRASTINATE_NAME = "yuxi"
+# A procrastinate worker sends a heartbeat this often; one silent for STALLED_SECONDS
+# (three heartbeats missed: procrastinate's own stalled_worker_timeout) is gone, and the
+# delivery it held is re-delivered.
+HEARTBEAT_SECONDS = 10.0
+STALLED_SECONDS = 30.0
+# a procrastinate worker that lived this long had a working database: back-off restarts
+HEALTHY_SECONDS = 30.0
 
 
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+@dataclass(frozen=True)
+class Recovery:
+    """How a worker finds deliveries that nothing will finish. ``scans=False`` leaves
+    out the stalled-delivery scan and the job pruning (a benchmark's baseline)."""
+
+    heartbeat_seconds: float = HEARTBEAT_SECONDS
+    stalled_seconds: float = STALLED_SECONDS
+    scans: bool = True
+
+
 @dataclass
 class WorkerRuntime:
-    """What the tasks of one worker process share."""
+    """What the tasks of one worker process share, across procrastinate's restarts."""
 
     pool: AsyncConnectionPool[Any]
     executor: RunExecutor
+    runs: InFlightRuns
+    # every pool the runs use (the queue's and the checkpointer's)
+    pools: tuple[AsyncConnectionPool[Any], ...] = ()
 
 
 @asynccontextmanager
@@ -58,7 +95,9 @@ async def open_runtime(
     catalog: ResourceCatalog | None = None,
 ) -> AsyncIterator[WorkerRuntime]:
     """Pools, checkpointer and cancel listener for one worker process. ``catalog``
-    replaces the database's resource catalog (for embedding yuxi with other resources)."""
+    replaces the database's resource catalog (for embedding yuxi with other resources).
+    Nothing here needs the database to be up: pools connect in the background and the
+    listener keeps trying."""
     pool = app_pool(url, max_size=max(settings.worker_concurrency + 2, settings.pool_max_size))
     saver_pool = checkpointer_pool(url, max_size=max(settings.worker_concurrency, 2))
     watcher = CancelWatcher(url)
@@ -78,22 +117,22 @@ async def open_runtime(
                 renew_seconds=settings.lease_renew_seconds,
             ),
         )
-        yield WorkerRuntime(pool, executor)
+        runs = InFlightRuns(executor, settings.worker_concurrency)
+        yield WorkerRuntime(pool, executor, runs, (pool, saver_pool))
     finally:
         await watcher.stop()
         await saver_pool.close()
         await pool.close()
 
 
-def build_app(url: str, runtime: WorkerRuntime, settings: Settings) -> App:
+def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Recovery) -> App:
     """The procrastinate App bound to ``runtime``."""
     app = App(connector=PsycopgConnector(conninfo=url))
     every = f"* * * * * */{settings.maintenance_seconds}"
 
     @app.task(name="execute_run", queue=RUNS_QUEUE)
     async def execute_run(run_id: str) -> None:
-        status = await timed_run(runtime.executor.execute(UUID(run_id)))
-        log.info("run %s: %s", run_id, status or "not claimed")
+        await runtime.runs.deliver(UUID(run_id))
 
     @app.periodic(cron=every)
     @app.task(name="yuxi_reconcile_leases", queue=MAINTENANCE_QUEUE)
@@ -110,6 +149,16 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings) -> App:
                 log.warning(
                     "run %s: delivery was missing; re-delivered as job %s", run.run_id, run.job_id
                 )
+            if not recovery.scans:
+                return
+            stalled = await run_redeliver_stalled(conn, stalled_seconds=recovery.stalled_seconds)
+            for run in stalled:
+                log.warning(
+                    "run %s: its delivery's worker stopped; re-delivered as job %s",
+                    run.run_id,
+                    run.job_id,
+                )
+            await delivery_prune(conn, stalled_seconds=recovery.stalled_seconds)
 
     @app.periodic(cron=every)
     @app.task(name="yuxi_tick_schedules", queue=MAINTENANCE_QUEUE)
@@ -134,17 +183,178 @@ async def run_worker(
     *,
     install_signal_handlers: bool = True,
     catalog: ResourceCatalog | None = None,
+    recovery: Recovery | None = None,
 ) -> None:
-    """Runs a worker until it is stopped (SIGINT/SIGTERM: stop taking runs, let running
-    ones finish within the grace period, then release them for another attempt)."""
+    """Runs a worker until it is stopped (SIGINT/SIGTERM with ``install_signal_handlers``,
+    or cancelling this coroutine): it stops taking runs, lets running ones finish within
+    the grace period, then releases them for another attempt. Losing the database never
+    ends it: it reconnects and carries on."""
+    recovery = recovery or Recovery()
+    _quiet_procrastinate_outages()
+    async with open_runtime(url, settings, catalog=catalog) as runtime:
+        stop = asyncio.Event()
+        with _stop_on_signals(stop, install_signal_handlers):
+            deliveries = asyncio.create_task(_deliver(url, runtime, settings, recovery))
+            stopped = asyncio.create_task(stop.wait())
+            try:
+                await asyncio.wait({deliveries, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if deliveries.done():
+                    deliveries.result()
+            finally:
+                for task in (deliveries, stopped):
+                    task.cancel()
+                await asyncio.gather(deliveries, stopped, return_exceptions=True)
+                await runtime.runs.drain(settings.shutdown_grace_seconds)
+
+
+async def _deliver(
+    url: str, runtime: WorkerRuntime, settings: Settings, recovery: Recovery
+) -> None:
+    """procrastinate's worker, started again each time it ends, once the database
+    answers."""
+    backoff = Backoff(first=0.25, cap=2.0)
+    while True:
+        started = time.monotonic()
+        try:
+            await _procrastinate_worker(url, runtime, settings, recovery)
+            # it stops itself when its heartbeat, listener or fetch fails (its log says so)
+            reason = "it stopped"
+        except Exception as error:
+            if not is_connection_error(error):
+                log.exception("worker: procrastinate's worker failed")
+            reason = describe(error)
+        log.warning("worker: restarting procrastinate's worker (%s)", reason)
+        if time.monotonic() - started > HEALTHY_SECONDS:
+            backoff.reset()
+        await asyncio.sleep(backoff.next())
+        await _wait_for_database(url, runtime.pools, backoff)
+
+
+async def _procrastinate_worker(
+    url: str, runtime: WorkerRuntime, settings: Settings, recovery: Recovery
+) -> None:
+    """One procrastinate worker, with its own App and pool, until it ends. Its jobs are
+    cancelled as it ends, never its runs (``InFlightRuns``), hence no graceful wait."""
     jobs_pool = procrastinate_pool(url, max_size=4)
-    async with open_runtime(url, settings, catalog=catalog) as runtime, jobs_pool:
-        app = build_app(url, runtime, settings)
-        async with app.open_async(pool=jobs_pool):
-            await app.run_worker_async(
-                queues=[RUNS_QUEUE, MAINTENANCE_QUEUE],
-                concurrency=settings.worker_concurrency,
-                shutdown_graceful_timeout=settings.shutdown_grace_seconds,
-                delete_jobs="successful",
-                install_signal_handlers=install_signal_handlers,
+    app = build_app(url, runtime, settings, recovery)
+    async with jobs_pool, app.open_async(pool=jobs_pool):
+        await app.run_worker_async(
+            queues=[RUNS_QUEUE, MAINTENANCE_QUEUE],
+            name=PROCRASTINATE_NAME,
+            concurrency=settings.worker_concurrency,
+            shutdown_graceful_timeout=0,
+            delete_jobs="successful",
+            install_signal_handlers=False,
+            update_heartbeat_interval=recovery.heartbeat_seconds,
+            stalled_worker_timeout=recovery.stalled_seconds,
+            worker_middleware=[_note_unrecorded_ends],
+        )
+
+
+async def _note_unrecorded_ends(call_next: Callable[[], Awaitable[Any]], *_: Any) -> Any:
+    """A worker middleware: procrastinate records a job's end in the job's own task after
+    the job returns, and a failure there (the connection lost at that moment) is left in
+    the task for nobody to see. Here it becomes one line of the log; the job's row,
+    left `doing`, is deleted by yuxi.delivery_prune."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.add_done_callback(_unrecorded_end)
+    return await call_next()
+
+
+def _unrecorded_end(task: asyncio.Task[Any]) -> None:
+    if task.cancelled() or task.exception() is None:
+        return
+    error = task.exception()
+    assert error is not None
+    if is_connection_error(error):
+        log.warning(
+            "worker: procrastinate could not record the end of %s (%s)",
+            task.get_name(),
+            describe(error),
+        )
+    else:
+        log.error(
+            "worker: procrastinate failed to record the end of %s", task.get_name(), exc_info=error
+        )
+
+
+async def _wait_for_database(
+    url: str, pools: tuple[AsyncConnectionPool[Any], ...], backoff: Backoff
+) -> None:
+    """Returns once a new connection answers, trying again with ``backoff`` meanwhile.
+    Each try also has the runs' pools check their idle connections and try to connect
+    again (``pool.check``), so that runs waiting for a connection get one as soon as the
+    database is back."""
+    down_since = time.monotonic()
+    failed = 0
+    while True:
+        for pool in pools:
+            with contextlib.suppress(Exception):
+                await pool.check()
+        try:
+            conn = await AsyncConnection.connect(url, autocommit=True, connect_timeout=5)
+            async with conn:
+                await conn.execute("SELECT 1")
+        except Exception as error:
+            if not is_connection_error(error):
+                raise
+            if failed == 0:
+                log.warning("worker: the database is unreachable (%s); retrying", describe(error))
+            failed += 1
+            await asyncio.sleep(backoff.next())
+            continue
+        if failed:
+            log.warning(
+                "worker: the database answers again after %.1fs", time.monotonic() - down_since
             )
+        count_reconnect()
+        return
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: asyncio.Event, install: bool) -> Iterator[None]:
+    if not install:
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for signum in signals:
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        yield
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+
+
+class _OutageTracebacks(logging.Filter):
+    """procrastinate logs a lost connection as an error with a traceback (a side task
+    failed, a job failed); yuxi's worker says what happens next in one line, so these
+    become one-line warnings."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] and is_connection_error(record.exc_info[1]):
+            message = " ".join(record.getMessage().split())
+            record.msg = f"{message} ({describe(record.exc_info[1])})"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno = logging.WARNING
+            record.levelname = logging.getLevelName(logging.WARNING)
+        return True
+
+
+_OUTAGE_FILTER = _OutageTracebacks()
+
+
+def _quiet_procrastinate_outages() -> None:
+    names = (
+        "procrastinate.worker",
+        f"procrastinate.worker.{PROCRASTINATE_NAME}",
+        "procrastinate.utils",
+    )
+    for name in names:
+        logger = logging.getLogger(name)
+        if _OUTAGE_FILTER not in logger.filters:
+            logger.addFilter(_OUTAGE_FILTER)

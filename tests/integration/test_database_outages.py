@@ -1,0 +1,273 @@
+"""Workers through database outages, with real processes and a real PostgreSQL: a
+server restart, every connection terminated, a worker killed while it holds a delivery,
+a run cut mid-graph by a lost connection, an event append whose reply is lost.
+
+A restart and server-wide settings need a server of the test's own (an embedded one in
+a temporary directory: ``DedicatedServer``), whichever server the session uses; the
+rest runs on the session's server, PostgreSQL 15 included.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from uuid import UUID
+
+import psycopg
+import pytest
+
+from tests.integration.conftest import World
+from tests.integration.worker_harness import (
+    backend_waiting,
+    completed,
+    dedicated_server,
+    migrated_database,
+    running_worker,
+    seeded_world,
+    terminate_backends,
+    wait_for_status,
+    wait_until,
+    worker_process,
+)
+from yuxi.worker.app import Recovery
+
+
+async def _counter(world: World, name: str) -> int:
+    return int(
+        await world.value("SELECT value FROM yuxi.maintenance_counters WHERE name = %s", name)
+    )
+
+
+async def _submit_and_complete(world: World, thread: UUID, text: str, within: float) -> float:
+    """Seconds from submitting ``text`` to its run completing."""
+    started = time.monotonic()
+    info = await world.submit(thread, text)
+    await completed(world, info.run_id, within=within)
+    return time.monotonic() - started
+
+
+async def test_a_worker_outlives_a_postgresql_restart(tmp_path: Path) -> None:
+    with dedicated_server() as server:
+        url = migrated_database(server.admin_url)
+        async with seeded_world(url) as world, worker_process(url, tmp_path / "w") as worker:
+            thread = await world.thread()
+            await _submit_and_complete(world, thread, "before", within=30)
+
+            server.restart()
+            restarted = time.monotonic()
+            # the world's own pooled connections died too: the first use may fail
+            await world.pool.check()
+            info = await world.submit(thread, "after the restart")
+            await completed(world, info.run_id, within=10)
+            assert time.monotonic() - restarted < 10
+            assert worker.alive, worker.log()
+
+            server.restart()
+            await world.pool.check()
+            await _submit_and_complete(world, thread, "after a second restart", within=10)
+            assert worker.alive, worker.log()
+        log = worker.log()
+        assert "restarting procrastinate's worker" in log, log
+        assert "Traceback" not in log, log
+
+
+async def test_a_worker_outlives_every_connection_terminated(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    async with worker_process(db_url, tmp_path / "w") as worker:
+        thread = await world.thread()
+        await _submit_and_complete(world, thread, "before", within=30)
+        for round_ in range(3):
+            assert await terminate_backends(db_url) > 0
+            await world.pool.check()
+            await _submit_and_complete(world, thread, f"after round {round_}", within=10)
+            assert worker.alive, worker.log()
+    assert "Traceback" not in worker.log(), worker.log()
+
+
+async def test_a_run_in_flight_through_a_restart_completes(tmp_path: Path) -> None:
+    with dedicated_server() as server:
+        url = migrated_database(server.admin_url)
+        async with seeded_world(url) as world, worker_process(url, tmp_path / "w") as worker:
+            await world.execute("UPDATE yuxi.agents SET max_run_attempts = 2")
+            thread = await world.thread()
+            info = await world.submit(thread, "/sleep 2")
+            await wait_for_status(world, info.run_id, {"running"}, within=30)
+            server.restart()
+            await world.pool.check()
+            await completed(world, info.run_id, within=30)
+            # the attempt went on through the restart, or was given back and retried
+            outcomes = await world.fetch(
+                "SELECT outcome FROM yuxi.agent_run_attempts WHERE run_id = %s ORDER BY attempt_no",
+                info.run_id,
+            )
+            assert outcomes in ([("completed",)], [("released",), ("completed",)]), outcomes
+            assert worker.alive, worker.log()
+
+
+async def test_a_delivery_held_by_a_killed_worker_is_redelivered_once(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    """The operator's repro: a worker fetched the delivery and was SIGKILLed while its
+    claim waited for the run's row lock. The server cancels the dead worker's claim
+    (client_connection_check_interval), so the run stays pending, its job `doing` under
+    a worker that no longer heartbeats; a live worker re-delivers it once."""
+    thread = await world.thread()
+    info = await world.submit(thread, "hello")
+    async with await psycopg.AsyncConnection.connect(db_url) as holder:
+        await holder.execute(
+            "SELECT 1 FROM yuxi.agent_runs WHERE run_id = %s FOR UPDATE", (info.run_id,)
+        )
+        async with worker_process(db_url, tmp_path / "doomed") as doomed:
+            claim = await backend_waiting(
+                db_url, "wait_event_type = 'Lock' AND query LIKE '%run_claim%'"
+            )
+            doomed.kill()
+            # the server notices its client is gone and cancels the claim
+            await wait_until(lambda: _gone(db_url, claim))
+        await holder.rollback()
+    assert await world.fetch(
+        "SELECT r.status, r.attempt_count, j.status::text FROM yuxi.agent_runs r"
+        " JOIN procrastinate_jobs j ON j.id = r.delivery_job_id WHERE r.run_id = %s",
+        info.run_id,
+    ) == [("pending", 0, "doing")]
+    stalled_job = await world.value(
+        "SELECT delivery_job_id FROM yuxi.agent_runs WHERE run_id = %s", info.run_id
+    )
+
+    recovery = Recovery(heartbeat_seconds=0.5, stalled_seconds=3.0)
+    async with running_worker(db_url, tmp_path / "survivor", recovery=recovery):
+        await completed(world, info.run_id, within=30)
+        # the dead worker's maintenance jobs, left `doing`, are pruned too
+        await wait_until(lambda: _jobs_of_dead_workers(world), within=20)
+
+    assert (
+        await world.value(
+            "SELECT attempt_count FROM yuxi.agent_runs WHERE run_id = %s", info.run_id
+        )
+        == 1
+    )
+    assert (
+        await world.value(
+            "SELECT count(*) FROM yuxi.messages WHERE thread_id = %s AND role = 'assistant'",
+            thread,
+        )
+        == 1
+    )
+    assert await _counter(world, "redelivered_stalled") == 1
+    assert (
+        await world.value("SELECT count(*) FROM procrastinate_jobs WHERE id = %s", stalled_job) == 0
+    )
+
+
+async def _gone(url: str, pid: int) -> bool:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,))
+        row = await cur.fetchone()
+    return row == (0,)
+
+
+async def _jobs_of_dead_workers(world: World) -> bool:
+    """No job is left `doing` except under a worker that still heartbeats."""
+    left = await world.value(
+        "SELECT count(*) FROM procrastinate_jobs j LEFT JOIN procrastinate_workers w"
+        " ON w.id = j.worker_id WHERE j.status = 'doing'"
+        " AND (w.id IS NULL OR w.last_heartbeat < now() - interval '3 seconds')"
+    )
+    return bool(left == 0)
+
+
+@pytest.mark.parametrize("attempts", [2, 1])
+async def test_a_run_cut_by_a_lost_connection_is_retried_as_its_budget_says(
+    world: World, db_url: str, tmp_path: Path, attempts: int
+) -> None:
+    """The checkpointer's connection is terminated mid-query (the test holds a lock its
+    query waits for): the graph fails with AdminShutdown, which is not the run's fault.
+    With attempts left the run goes back to pending and completes; without, it fails
+    with database_unavailable, not OperationalError."""
+    await world.execute("UPDATE yuxi.agents SET max_run_attempts = %s", attempts)
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path):
+        async with await psycopg.AsyncConnection.connect(db_url) as holder:
+            await holder.execute("LOCK TABLE public.checkpoints IN ACCESS EXCLUSIVE MODE")
+            info = await world.submit(thread, "hello")
+            checkpointer = await backend_waiting(
+                db_url, "wait_event_type = 'Lock' AND query ILIKE '%checkpoint%'"
+            )
+            assert await terminate_backends(db_url, f"pid = {checkpointer}") == 1
+            await holder.rollback()
+        status = await wait_for_status(world, info.run_id)
+
+    attempts_made = await world.fetch(
+        "SELECT outcome, detail FROM yuxi.agent_run_attempts WHERE run_id = %s ORDER BY attempt_no",
+        info.run_id,
+    )
+    run = await world.fetch(
+        "SELECT error_type, error_message FROM yuxi.agent_runs WHERE run_id = %s", info.run_id
+    )
+    events = [
+        e
+        for (e,) in await world.fetch(
+            "SELECT event FROM yuxi.run_events WHERE run_id = %s ORDER BY seq", info.run_id
+        )
+    ]
+    if attempts == 2:
+        assert status == "completed", run
+        assert [outcome for outcome, _ in attempts_made] == ["released", "completed"]
+        assert attempts_made[0][1].startswith("database_unavailable: ")
+        assert await _counter(world, "released_after_error") == 1
+        assert events[0] == "metadata" and events.count("metadata") == 2
+    else:
+        assert status == "failed"
+        assert run == [
+            (
+                "database_unavailable",
+                "the worker lost its connection to the database (AdminShutdown)",
+            )
+        ]
+        assert [outcome for outcome, _ in attempts_made] == ["failed"]
+        assert events[-2:] == ["error", "end"]
+        assert await _counter(world, "released_after_error") == 0
+
+
+# The first `metadata` append of the database commits locally and then waits for a
+# synchronous standby that does not exist: its connection is terminated while it waits,
+# so the worker never hears back about a commit that happened.
+_HANG_FIRST_METADATA = """
+CREATE TABLE public.hung (at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE FUNCTION public.hang_first_metadata() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.event = 'metadata' AND NOT EXISTS (SELECT FROM public.hung) THEN
+        INSERT INTO public.hung DEFAULT VALUES;
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER hang_first_metadata AFTER INSERT ON yuxi.run_events
+    FOR EACH ROW EXECUTE FUNCTION public.hang_first_metadata();
+"""
+
+
+async def test_an_append_whose_reply_is_lost_is_stored_once(tmp_path: Path) -> None:
+    with dedicated_server() as server:
+        with psycopg.connect(server.admin_url, autocommit=True) as conn:
+            # commits wait for a standby only where a transaction asks (synchronous_commit)
+            conn.execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+            conn.execute("ALTER SYSTEM SET synchronous_commit = 'local'")
+            conn.execute("SELECT pg_reload_conf()")
+        url = migrated_database(server.admin_url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(_HANG_FIRST_METADATA)
+        async with seeded_world(url) as world, running_worker(url, tmp_path / "w"):
+            thread = await world.thread()
+            info = await world.submit(thread, "/sleep 1")
+            append = await backend_waiting(url, "wait_event = 'SyncRep'")
+            assert await terminate_backends(url, f"pid = {append}") == 1
+            await completed(world, info.run_id)
+            assert await world.value("SELECT count(*) FROM public.hung") == 1  # it committed
+            events = await world.fetch(
+                "SELECT seq, event FROM yuxi.run_events WHERE run_id = %s ORDER BY seq",
+                info.run_id,
+            )
+    assert events == [(1, "metadata"), (2, "messages"), (3, "end")]
