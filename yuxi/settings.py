@@ -37,6 +37,9 @@ class Settings:
 
     home: Path = field(default_factory=lambda: Path(".yuxi"))
     database_url: str | None = None
+    # API only: where its request pool connects instead (PgBouncer in transaction mode);
+    # LISTEN, the checkpointer and every other process keep database_url
+    api_database_url: str | None = None
     host: str = "127.0.0.1"
     port: int = 8000
     pool_min_size: int = 1
@@ -66,6 +69,7 @@ class Settings:
         return cls(
             home=Path(os.environ.get("YUXI_HOME") or ".yuxi"),
             database_url=os.environ.get("YUXI_DATABASE_URL") or None,
+            api_database_url=os.environ.get("YUXI_API_DATABASE_URL") or None,
             host=os.environ.get("YUXI_HOST") or "127.0.0.1",
             port=_env_int("YUXI_PORT", 8000),
             pool_min_size=_env_int("YUXI_POOL_MIN_SIZE", 1),

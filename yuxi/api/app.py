@@ -42,11 +42,14 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        # through a transaction pooler (YUXI_API_DATABASE_URL) a session is not the
+        # API's own: no server-side prepared statements there
         pool = app_pool(
-            url,
+            settings.api_database_url or url,
             min_size=settings.pool_min_size,
             max_size=settings.pool_max_size,
             timeout=settings.pool_timeout_seconds,
+            prepared_statements=settings.api_database_url is None,
         )
         saver_pool = checkpointer_pool(url, max_size=4)
         hub = EventHub(url)
