@@ -9,6 +9,7 @@ rest runs on the session's server, PostgreSQL 15 included.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from uuid import UUID
@@ -65,6 +66,37 @@ async def test_a_worker_outlives_a_postgresql_restart(tmp_path: Path) -> None:
             server.restart()
             await world.pool.check()
             await _submit_and_complete(world, thread, "after a second restart", within=10)
+            assert worker.alive, worker.log()
+            # one registration per process: the ones the outages cut off are gone
+            assert await world.value("SELECT count(*) FROM procrastinate_workers") == 1
+        log = worker.log()
+        assert "restarting procrastinate's worker" in log, log
+        assert "Traceback" not in log, log
+
+
+async def test_a_worker_waits_out_a_stopped_server(tmp_path: Path) -> None:
+    """The server is down for 5 s, longer than a pool's reconnection round: the worker is
+    still there when it is back and takes the next run within 10 s; the run that was
+    under way completes (its 5 s lease may have run out meanwhile: then the reconciler
+    gave it its second attempt)."""
+    with dedicated_server() as server:
+        url = migrated_database(server.admin_url)
+        async with seeded_world(url) as world, worker_process(url, tmp_path / "w") as worker:
+            await world.execute("UPDATE yuxi.agents SET max_run_attempts = 2")
+            thread = await world.thread()
+            await _submit_and_complete(world, thread, "before", within=30)
+            other = await world.thread()
+            in_flight = await world.submit(other, "/sleep 1")
+            await wait_for_status(world, in_flight.run_id, {"running"}, within=30)
+            server.stop()
+            await asyncio.sleep(5)
+            server.start()
+            started = time.monotonic()
+            await world.pool.check()
+            info = await world.submit(thread, "after the outage")
+            await completed(world, info.run_id, within=10)
+            assert time.monotonic() - started < 10
+            await completed(world, in_flight.run_id, within=30)
             assert worker.alive, worker.log()
         log = worker.log()
         assert "restarting procrastinate's worker" in log, log

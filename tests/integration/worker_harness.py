@@ -18,7 +18,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import psycopg
-from psycopg import AsyncConnection, sql
+from psycopg import AsyncConnection, conninfo, sql
 from psycopg_pool import AsyncConnectionPool
 
 from tests.conftest import database_url
@@ -134,6 +134,16 @@ class DedicatedServer:
     def restart(self) -> None:
         """``pg_ctl restart -m fast``: every connection is closed, the server comes back."""
         self.pg_ctl("-m", "fast", "restart")
+
+    def stop(self) -> None:
+        """``pg_ctl stop -m fast``: the server is down until ``start``."""
+        self.pg_ctl("-m", "fast", "stop")
+
+    def start(self) -> None:
+        """Starts the stopped server again, on its Unix socket only, as it first started."""
+        socket_dir = str(conninfo.conninfo_to_dict(self.admin_url)["host"])
+        log = str(self.server.pgdata / "log")
+        self.pg_ctl("-o", '-h ""', "-o", f"-k {socket_dir}", "-l", log, "start")
 
     def close(self) -> None:
         # the handle knows the first postmaster only: stop whichever runs now, then let

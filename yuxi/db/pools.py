@@ -71,11 +71,19 @@ def procrastinate_pool(url: str, *, max_size: int = 4) -> AsyncConnectionPool[An
     checkout (its calls are single statements, so that would double their round trips),
     only the free check of ``drop_if_closed_by_server``: a connection the server ended
     is replaced instead of failing procrastinate's next fetch or heartbeat, which would
-    end its worker. A caller waits at most 10 s for a connection: a worker that lost
-    its database gives up on it soon and starts again (yuxi/worker/app.py)."""
+    end its worker. A caller waits at most 5 s for a connection, the pool trying to
+    connect all that time: a worker that lost its database gives this pool up soon and
+    starts again with a new one (yuxi/worker/app.py)."""
     # autocommit is set in configure, not kwargs: procrastinate's listener connects with
     # the pool's kwargs plus its own autocommit=True, and a keyword cannot be given twice
-    return _pool(url, min_size=1, max_size=max_size, timeout=10.0, autocommit_first=True)
+    return _pool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        timeout=5.0,
+        reconnect_timeout=5.0,
+        autocommit_first=True,
+    )
 
 
 def _pool(url: str, *, autocommit_first: bool = False, **options: Any) -> AsyncConnectionPool[Any]:
@@ -96,14 +104,8 @@ def _pool(url: str, *, autocommit_first: bool = False, **options: Any) -> AsyncC
                 await pool.check()
             raise
 
-    pool = AsyncConnectionPool(
-        url,
-        open=False,
-        check=check,
-        configure=configure,
-        reconnect_timeout=RECONNECT_SECONDS,
-        **options,
-    )
+    options.setdefault("reconnect_timeout", RECONNECT_SECONDS)
+    pool = AsyncConnectionPool(url, open=False, check=check, configure=configure, **options)
     return pool
 
 

@@ -32,6 +32,7 @@ from uuid import UUID
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from procrastinate import App, PsycopgConnector
+from procrastinate.worker import Worker
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
@@ -213,10 +214,14 @@ async def _deliver(
     """procrastinate's worker, started again each time it ends, once the database
     answers."""
     backoff = Backoff(first=0.25, cap=2.0)
+    # procrastinate_workers rows of this process's past workers that could not
+    # unregister (the database was gone): the next worker deletes them, so their jobs
+    # count as abandoned at once and health counts this process once
+    left_behind: list[int] = []
     while True:
         started = time.monotonic()
         try:
-            await _procrastinate_worker(url, runtime, settings, recovery)
+            await _procrastinate_worker(url, runtime, settings, recovery, left_behind)
             # it stops itself when its heartbeat, listener or fetch fails (its log says so)
             reason = "it stopped"
         except Exception as error:
@@ -231,24 +236,38 @@ async def _deliver(
 
 
 async def _procrastinate_worker(
-    url: str, runtime: WorkerRuntime, settings: Settings, recovery: Recovery
+    url: str,
+    runtime: WorkerRuntime,
+    settings: Settings,
+    recovery: Recovery,
+    left_behind: list[int],
 ) -> None:
     """One procrastinate worker, with its own App and pool, until it ends. Its jobs are
     cancelled as it ends, never its runs (``InFlightRuns``), hence no graceful wait."""
     jobs_pool = procrastinate_pool(url, max_size=4)
     app = build_app(url, runtime, settings, recovery)
+    app.perform_import_paths()  # type: ignore[no-untyped-call]
+    worker = Worker(
+        app=app,
+        queues=[RUNS_QUEUE, MAINTENANCE_QUEUE],
+        name=PROCRASTINATE_NAME,
+        concurrency=settings.worker_concurrency,
+        shutdown_graceful_timeout=0,
+        delete_jobs="successful",
+        install_signal_handlers=False,
+        update_heartbeat_interval=recovery.heartbeat_seconds,
+        stalled_worker_timeout=recovery.stalled_seconds,
+        worker_middleware=[_note_unrecorded_ends],
+    )
     async with jobs_pool, app.open_async(pool=jobs_pool):
-        await app.run_worker_async(
-            queues=[RUNS_QUEUE, MAINTENANCE_QUEUE],
-            name=PROCRASTINATE_NAME,
-            concurrency=settings.worker_concurrency,
-            shutdown_graceful_timeout=0,
-            delete_jobs="successful",
-            install_signal_handlers=False,
-            update_heartbeat_interval=recovery.heartbeat_seconds,
-            stalled_worker_timeout=recovery.stalled_seconds,
-            worker_middleware=[_note_unrecorded_ends],
-        )
+        while left_behind:
+            await app.job_manager.unregister_worker(left_behind[-1])
+            left_behind.pop()
+        try:
+            await worker.run()  # type: ignore[no-untyped-call]
+        finally:
+            if worker.worker_id is not None:  # set until it unregistered
+                left_behind.append(worker.worker_id)
 
 
 async def _note_unrecorded_ends(call_next: Callable[[], Awaitable[Any]], *_: Any) -> Any:
