@@ -56,9 +56,8 @@ from tests.bench.harness import (
 )
 from tests.bench.run_throughput import Submitter
 from tests.integration.worker_harness import WorkerProcess, dedicated_server, migrated_database
-from yuxi.queue.events import RunEvent, run_append_events
+from yuxi.queue.events import RunEvent, run_append_batch, run_append_events
 from yuxi.queue.requests import request_submit
-from yuxi.runtime.recovery_calls import run_append_batch
 from yuxi.settings import Settings
 from yuxi.worker.app import Recovery, run_worker
 

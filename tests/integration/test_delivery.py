@@ -15,9 +15,8 @@ from psycopg import AsyncConnection
 from tests.integration.conftest import World
 from tests.integration.racing import failures, race
 from yuxi.queue.errors import InvalidInput
-from yuxi.queue.maintenance import run_redeliver_orphans
+from yuxi.queue.maintenance import delivery_prune, run_redeliver_orphans, run_redeliver_stalled
 from yuxi.queue.requests import request_submit
-from yuxi.runtime.recovery_calls import delivery_prune, run_redeliver_stalled
 
 
 async def test_rolled_back_submit_leaves_no_job(world: World) -> None:

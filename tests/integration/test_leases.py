@@ -13,7 +13,7 @@ from psycopg import AsyncConnection
 from tests.integration.conftest import World
 from tests.integration.racing import failures, race, successes
 from yuxi.queue.errors import InvalidInput, LeaseLost, ManifestConflict, RunNotClaimable
-from yuxi.queue.events import RunEvent, run_append_events
+from yuxi.queue.events import RunEvent, run_append_batch, run_append_events
 from yuxi.queue.maintenance import run_reconcile_expired
 from yuxi.queue.runs import (
     OutputMessage,
@@ -21,10 +21,10 @@ from yuxi.queue.runs import (
     run_finish,
     run_release,
     run_renew_lease,
+    run_retry,
     run_write_manifest,
 )
 from yuxi.queue.threads import thread_continue, thread_queue
-from yuxi.runtime.recovery_calls import run_append_batch, run_retry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 FINGERPRINT_A = "a" * 64

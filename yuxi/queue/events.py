@@ -89,3 +89,37 @@ async def run_end_event(conn: AsyncConnection[Any], run_id: UUID) -> StoredEvent
         conn, StoredEvent, "yuxi.run_end_event(p_run_id => %(run_id)s)", {"run_id": run_id}
     )
     return rows[0] if rows else None
+
+
+async def run_append_batch(
+    conn: AsyncConnection[Any],
+    run_id: UUID,
+    token: UUID,
+    batch: int,
+    events: Sequence[RunEvent],
+    *,
+    now: datetime | None = None,
+    notify_after_commit: bool = False,
+) -> int:
+    """Appends the attempt's event batch number ``batch`` (1, 2, ... per attempt) as the
+    lease holder; a batch already stored is skipped, so re-sending one whose reply was
+    lost stores nothing twice. Returns the run's last seq.
+
+    ``notify_after_commit``: as for ``run_append_events``."""
+    value = await call_scalar(
+        conn,
+        "SELECT yuxi.run_append_batch(p_run_id => %(run_id)s, p_token => %(token)s,"
+        " p_batch => %(batch)s, p_events => %(events)s::jsonb, p_now => %(now)s,"
+        " p_notify => %(notify)s)",
+        {
+            "run_id": run_id,
+            "token": token,
+            "batch": batch,
+            "events": encode_json(list(events)),
+            "now": now,
+            "notify": not notify_after_commit,
+        },
+    )
+    if notify_after_commit:
+        await notify_run_events(conn, run_id, int(value))
+    return int(value)

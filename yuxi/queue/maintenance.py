@@ -10,7 +10,7 @@ from uuid import UUID
 import msgspec
 from psycopg import AsyncConnection
 
-from yuxi.queue.calls import call_many
+from yuxi.queue.calls import call_many, call_scalar
 
 
 class ReconciledRun(msgspec.Struct, frozen=True):
@@ -45,3 +45,38 @@ async def run_redeliver_orphans(
         "yuxi.run_redeliver_orphans(p_limit => %(limit)s)",
         {"limit": limit},
     )
+
+
+async def run_redeliver_stalled(
+    conn: AsyncConnection[Any],
+    *,
+    stalled_seconds: float = 30.0,
+    limit: int = 100,
+    now: datetime | None = None,
+) -> list[RedeliveredRun]:
+    """Re-delivers pending runs whose delivery job is held by a procrastinate worker
+    with no heartbeat for ``stalled_seconds``."""
+    return await call_many(
+        conn,
+        RedeliveredRun,
+        "yuxi.run_redeliver_stalled(p_stalled_seconds => %(stalled)s, p_limit => %(limit)s,"
+        " p_now => %(now)s)",
+        {"stalled": stalled_seconds, "limit": limit, "now": now},
+    )
+
+
+async def delivery_prune(
+    conn: AsyncConnection[Any],
+    *,
+    stalled_seconds: float = 30.0,
+    limit: int = 1000,
+    now: datetime | None = None,
+) -> int:
+    """Deletes the procrastinate jobs of yuxi's queues that have done their work; how many."""
+    value = await call_scalar(
+        conn,
+        "SELECT yuxi.delivery_prune(p_stalled_seconds => %(stalled)s, p_limit => %(limit)s,"
+        " p_now => %(now)s)",
+        {"stalled": stalled_seconds, "limit": limit, "now": now},
+    )
+    return int(value)

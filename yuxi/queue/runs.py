@@ -386,3 +386,39 @@ async def run_execution_input(conn: AsyncConnection[Any], run_id: UUID) -> Execu
     return await call_one(
         conn, ExecutionInput, "yuxi.run_execution_input(p_run_id => %(run_id)s)", {"run_id": run_id}
     )
+
+
+async def run_retry(
+    conn: AsyncConnection[Any],
+    run_id: UUID,
+    token: UUID,
+    *,
+    error_type: str,
+    error_message: str,
+    now: datetime | None = None,
+    notify_after_commit: bool = False,
+) -> Run:
+    """After an error that is not the run's own (a lost database connection): the run
+    goes back to ``pending`` for another attempt if the agent's retry budget allows,
+    else it fails with ``error_type`` (a cancel_requested run is cancelled).
+
+    ``notify_after_commit``: as for ``run_finish`` (a failed or cancelled run wrote its
+    `end` event)."""
+    run = await call_one(
+        conn,
+        Run,
+        "yuxi.run_retry(p_run_id => %(run_id)s, p_token => %(token)s,"
+        " p_error_type => %(error_type)s, p_error_message => %(error_message)s,"
+        " p_now => %(now)s, p_notify => %(notify)s)",
+        {
+            "run_id": run_id,
+            "token": token,
+            "error_type": error_type,
+            "error_message": error_message,
+            "now": now,
+            "notify": not notify_after_commit,
+        },
+    )
+    if notify_after_commit and run.status != "pending":
+        await notify_run_events(conn, run.run_id, run.last_event_seq)
+    return run

@@ -11,10 +11,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.queue.errors import LeaseLost
-from yuxi.queue.events import RunEvent
+from yuxi.queue.events import RunEvent, run_append_batch
 from yuxi.queue.runs import ClaimedRun
 from yuxi.runtime.graph_io import text_of, tool_calls_of
-from yuxi.runtime.recovery_calls import run_append_batch
 
 log = logging.getLogger("yuxi.runtime")
 

@@ -45,6 +45,7 @@ from yuxi.queue.runs import (
     run_get,
     run_release,
     run_renew_lease,
+    run_retry,
 )
 from yuxi.queue.statuses import RunStatus
 from yuxi.runtime.cancel import CancelWatcher
@@ -61,7 +62,6 @@ from yuxi.runtime.graph_io import (
 )
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
 from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
-from yuxi.runtime.recovery_calls import run_retry
 from yuxi.runtime.resources import ResourceCatalog
 from yuxi.runtime.workspace import ClientPaths
 

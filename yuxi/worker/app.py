@@ -38,10 +38,14 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.db.pools import app_pool, checkpointer_pool, procrastinate_pool
-from yuxi.queue.maintenance import run_reconcile_expired, run_redeliver_orphans
+from yuxi.queue.maintenance import (
+    delivery_prune,
+    run_reconcile_expired,
+    run_redeliver_orphans,
+    run_redeliver_stalled,
+)
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.executor import ExecutorSettings, RunExecutor
-from yuxi.runtime.recovery_calls import delivery_prune, run_redeliver_stalled
 from yuxi.runtime.resources import DatabaseCatalog, ResourceCatalog
 from yuxi.scheduling.ticker import tick_until_idle
 from yuxi.settings import Settings
