@@ -10,6 +10,7 @@ rest runs on the session's server, PostgreSQL 15 included.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from uuid import UUID
@@ -303,3 +304,51 @@ async def test_an_append_whose_reply_is_lost_is_stored_once(tmp_path: Path) -> N
                 info.run_id,
             )
     assert events == [(1, "metadata"), (2, "messages"), (3, "end")]
+
+
+async def test_a_child_run_cut_by_a_lost_connection_is_taken_again_by_its_parent(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    """A subagent's checkpointer query is terminated while its parent waits in the task
+    tool: the child is given back (its budget allows) and the parent claims it again in
+    place, so the parent's tool call gets the child's answer, not 'pending'."""
+    await world.execute("UPDATE yuxi.agents SET max_run_attempts = 2")
+    thread = await world.thread()
+    task = "/tool task " + json.dumps({"subagent": "helper", "description": "/sleep 1"})
+    async with running_worker(db_url, tmp_path):
+        info = await world.submit(thread, task)
+        child = await _child_running(world, info.run_id)
+        async with await psycopg.AsyncConnection.connect(db_url) as holder:
+            # the child's first checkpoint write after its sleep waits for this lock
+            await holder.execute("LOCK TABLE public.checkpoints IN ACCESS EXCLUSIVE MODE")
+            checkpointer = await backend_waiting(
+                db_url, "wait_event_type = 'Lock' AND query ILIKE '%checkpoint%'"
+            )
+            assert await terminate_backends(db_url, f"pid = {checkpointer}") == 1
+            await holder.rollback()
+        await completed(world, info.run_id)
+    reply = await world.value(
+        "SELECT m.content FROM yuxi.agent_runs r"
+        " JOIN yuxi.messages m ON m.id = r.output_message_id WHERE r.run_id = %s",
+        info.run_id,
+    )
+    assert reply == "tool task returned: slept 1"
+    assert await world.fetch(
+        "SELECT outcome FROM yuxi.agent_run_attempts WHERE run_id = %s ORDER BY attempt_no",
+        child,
+    ) == [("released",), ("completed",)]
+
+
+async def _child_running(world: World, parent: UUID | None) -> UUID:
+    async def started() -> bool:
+        return bool(
+            await world.value(
+                "SELECT count(*) FROM yuxi.agent_runs WHERE created_by_run_id = %s"
+                " AND status = 'running'",
+                parent,
+            )
+        )
+
+    await wait_until(started)
+    query = "SELECT run_id FROM yuxi.agent_runs WHERE created_by_run_id = %s"
+    return UUID(str(await world.value(query, parent)))

@@ -5,9 +5,10 @@ calling run under its lease, with a delivery job like every pending run). The ca
 worker then claims and executes it itself, inside the parent's tool call, so a parent
 never waits for a free worker slot; the delivery job, when a worker fetches it, finds
 the run already claimed and does nothing. If another worker claimed it first, the
-parent waits for that worker to finish it. Cancelling the parent cascades to the child
-(``run_request_cancel``), and a parent stopped mid-call releases its child like any run
-its worker gives up.
+parent waits for that worker to finish it; a child given back for another attempt
+(``yuxi.run_retry`` after a lost connection) is claimed again in place. Cancelling the
+parent cascades to the child (``run_request_cancel``), and a parent stopped mid-call
+releases its child like any run its worker gives up.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ class ChildRuns:
         except QueueError as error:
             return f"subagent {slug} could not start: {error}"
         status = await self._executor.execute(child)
+        # given back for another attempt (its worker lost the database): take it again
+        while status == RunStatus.PENDING:
+            status = await self._executor.execute(child)
         if status is None:  # another worker's delivery claimed it first
             status = await self._ended(child)
         async with pool.connection() as conn:
