@@ -352,3 +352,20 @@ async def _child_running(world: World, parent: UUID | None) -> UUID:
     await wait_until(started)
     query = "SELECT run_id FROM yuxi.agent_runs WHERE created_by_run_id = %s"
     return UUID(str(await world.value(query, parent)))
+
+
+async def test_a_worker_started_while_the_database_is_down_waits_for_it(tmp_path: Path) -> None:
+    with dedicated_server() as server:
+        url = migrated_database(server.admin_url)
+        async with seeded_world(url) as world:
+            thread = await world.thread()
+            server.stop()
+            async with worker_process(url, tmp_path / "w") as worker:
+                # longer than procrastinate's first wait for a connection (5 s)
+                await asyncio.sleep(9)
+                assert worker.alive, worker.log()
+                server.start()
+                await world.pool.check()
+                await _submit_and_complete(world, thread, "hello", within=10)
+        assert "restarting procrastinate's worker" in worker.log(), worker.log()
+        assert "Traceback" not in worker.log(), worker.log()
