@@ -1,6 +1,7 @@
 """Workers through database outages, with real processes and a real PostgreSQL: a
-server restart, every connection terminated, a worker killed while it holds a delivery,
-a run cut mid-graph by a lost connection, an event append whose reply is lost.
+server restart, a stopped server, every connection terminated, a worker killed while it
+holds a delivery, a run (and a subagent's child run) cut mid-graph by a lost connection,
+an event append whose reply is lost, `yuxi up` through a stopped database.
 
 A restart and server-wide settings need a server of the test's own (an embedded one in
 a temporary directory: ``DedicatedServer``), whichever server the session uses; the
@@ -10,11 +11,20 @@ rest runs on the session's server, PostgreSQL 15 included.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
+import httpx
 import psycopg
 import pytest
 
@@ -369,3 +379,74 @@ async def test_a_worker_started_while_the_database_is_down_waits_for_it(tmp_path
                 await _submit_and_complete(world, thread, "hello", within=10)
         assert "restarting procrastinate's worker" in worker.log(), worker.log()
         assert "Traceback" not in worker.log(), worker.log()
+
+
+def test_yuxi_up_serves_runs_again_after_its_database_was_down(tmp_path: Path) -> None:
+    """`yuxi up` on an external database: while it is stopped, health says
+    `database: down`; once it is back, the worker half takes the next run."""
+    with dedicated_server() as server:
+        url = migrated_database(server.admin_url)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        env = {
+            **os.environ,
+            "YUXI_HOME": str(tmp_path / "home"),
+            "YUXI_DATABASE_URL": url,
+            "YUXI_PORT": str(port),
+        }
+        log_path = tmp_path / "yuxi-up.log"
+        with log_path.open("a") as log:
+            up = subprocess.Popen(
+                [sys.executable, "-m", "yuxi.cli", "up"],
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
+        try:
+            token = _read_until(up, "admin token (shown once): ")
+            headers = {"Authorization": f"Bearer {token}"}
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers) as client:
+                _wait_health(client, lambda h: h["database"] == "ok" and h["workers"] >= 1)
+                server.stop()
+                _wait_health(client, lambda h: h["database"] == "down")
+                server.start()
+                started = time.monotonic()
+                _wait_health(client, lambda h: h["database"] == "ok" and h["workers"] >= 1)
+                thread = client.post("/api/chat/thread", json={"agent_id": "chatbot"}).json()["id"]
+                submitted = client.post(
+                    "/api/agent/runs", json={"thread_id": thread, "query": "hi"}
+                )
+                assert submitted.status_code == 202, submitted.text
+                run_id = submitted.json()["run_id"]
+                while client.get(f"/api/agent/runs/{run_id}").json()["status"] != "completed":
+                    assert time.monotonic() - started < 10, log_path.read_text()
+                    time.sleep(0.1)
+            up.send_signal(signal.SIGINT)
+            assert up.wait(timeout=60) == 0, log_path.read_text()
+        finally:
+            if up.poll() is None:
+                up.kill()
+            if up.stdout is not None:
+                up.stdout.close()
+        assert "Traceback" not in log_path.read_text(), log_path.read_text()
+
+
+def _read_until(process: subprocess.Popen[str], prefix: str) -> str:
+    assert process.stdout is not None
+    while True:
+        line = process.stdout.readline()
+        assert line, f"yuxi up exited before printing {prefix!r}"
+        if line.startswith(prefix):
+            return line[len(prefix) :].strip()
+
+
+def _wait_health(client: httpx.Client, ok: Callable[[dict[str, Any]], bool]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.TransportError):
+            if ok(client.get("/api/system/health").json()):
+                return
+        time.sleep(0.1)
+    raise AssertionError("health never said so")
