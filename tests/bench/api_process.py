@@ -116,7 +116,8 @@ class ApiProcess:
         )
 
     def describe(self) -> str:
-        pool = f"pool {self.env.get('YUXI_POOL_MIN_SIZE', '1')}..{self.env['YUXI_POOL_MAX_SIZE']}"
+        low = self.env.get("YUXI_POOL_MIN_SIZE", "1")
+        pool = f"pool {low}..{self.env.get('YUXI_POOL_MAX_SIZE', '10')}"
         return f"`{self.command}` at {self.base_url}, pid {self.pid} ({pool})"
 
 
@@ -166,8 +167,14 @@ def api_process(
     profile_to: Path | None = None,
     gc_to: Path | None = None,
     gc_freeze: bool = False,
+    command: str = "api",
+    preamble: str = "",
 ) -> Iterator[ApiProcess]:
     """Serves the API on ``url`` from its own process until the block ends.
+
+    ``command`` is the yuxi command that serves it: ``api`` (the API alone) or ``up``
+    (API and worker in one process). ``preamble`` is Python run in that process before
+    yuxi's command (``python -c`` then replaces ``yuxi``), e.g. to register a backend.
 
     Diagnostics (each runs ``yuxi.cli.main(["api"])`` from ``python -c`` instead): with
     ``profile_to`` the process runs under cProfile and writes its stats there when it
@@ -177,18 +184,24 @@ def api_process(
     objects of the imported modules are then left out of every collection)."""
     port = free_port()
     uv = shutil.which("uv")
-    command = ["yuxi", "api"]
+    command_name = command
+    command_line = ["yuxi", command_name]
     shown = ""
-    if profile_to is not None or gc_to is not None or gc_freeze:
-        run = "main(['api'])"
+    if profile_to is not None or gc_to is not None or gc_freeze or preamble:
+        run = f"main([{command_name!r}])"
         if profile_to is not None:
             run = f"import cProfile; cProfile.run({run!r}, {str(profile_to)!r})"
-        code = "import gc\nfrom yuxi.cli import main\n"
+        code = f"import gc\n{preamble}\nfrom yuxi.cli import main\n"
         if gc_freeze:
             code += "gc.freeze()\n"
-        labels = [("cProfile", profile_to), ("gc timer", gc_to), ("gc.freeze()", gc_freeze)]
+        labels = [
+            ("cProfile", profile_to),
+            ("gc timer", gc_to),
+            ("gc.freeze()", gc_freeze),
+            ("a preamble", preamble),
+        ]
         shown = (
-            "python -c <yuxi.cli.main(['api']) with "
+            f"python -c <yuxi.cli.main([{command_name!r}]) with "
             + ", ".join(name for name, on in labels if on)
             + ">"
         )
@@ -197,8 +210,8 @@ def api_process(
             code = f"{_GC_TIMER}{code}try:\n    {run}\nfinally:\n    {write}\n"
         else:
             code += run
-        command = ["python", "-c", code]
-    argv = [uv, "run", "--no-sync", *command] if uv else command
+        command_line = ["python", "-c", code]
+    argv = [uv, "run", "--no-sync", *command_line] if uv else command_line
     with tempfile.TemporaryDirectory(prefix="yuxi-bench-api-") as home:
         env = {
             **os.environ,
@@ -224,7 +237,7 @@ def api_process(
         try:
             pid = _wait_ready(launcher, base_url, startup_seconds, log_path)
             env_shown = {k: v for k, v in env.items() if k.startswith("YUXI_") and k != "YUXI_HOME"}
-            label = ("uv run --no-sync " if uv else "") + (shown or " ".join(command))
+            label = ("uv run --no-sync " if uv else "") + (shown or " ".join(command_line))
             yield ApiProcess(base_url, launcher.pid, pid, label, env_shown)
         finally:
             _stop(launcher)
@@ -270,3 +283,61 @@ def _stop(launcher: subprocess.Popen[Any]) -> None:
 
 def mib(value: float) -> str:
     return f"{value / 2**20:,.1f}"
+
+
+@contextmanager
+def worker_process(
+    url: str, *, extra_env: Mapping[str, str] | None = None, preamble: str = ""
+) -> Iterator[ApiProcess]:
+    """``uv run yuxi worker`` on ``url`` as a process of its own until the block ends
+    (``base_url`` is empty: a worker serves no HTTP). Ready once it registered with
+    procrastinate (a row in procrastinate_workers)."""
+    uv = shutil.which("uv")
+    command_line = ["yuxi", "worker"]
+    if preamble:
+        command_line = ["python", "-c", f"{preamble}\nfrom yuxi.cli import main\nmain(['worker'])"]
+    argv = [uv, "run", "--no-sync", *command_line] if uv else command_line
+    with tempfile.TemporaryDirectory(prefix="yuxi-bench-worker-") as home:
+        env = {
+            **os.environ,
+            "YUXI_DATABASE_URL": url,
+            "YUXI_HOME": home,
+            "YUXI_LOG_LEVEL": "INFO",
+            **(extra_env or {}),
+        }
+        env.pop("YUXI_BENCH_DATABASE_URL", None)
+        log_path = Path(home) / "worker.log"
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute("SELECT count(*) FROM procrastinate_workers").fetchone()
+            before = row[0] if row else 0
+        with log_path.open("wb") as log_file:
+            launcher = subprocess.Popen(
+                argv,
+                env=env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=Path(__file__).resolve().parents[2],
+            )
+        try:
+            deadline = time.monotonic() + 60
+            with psycopg.connect(url, autocommit=True) as conn:
+                while True:
+                    if launcher.poll() is not None:
+                        raise RuntimeError(
+                            f"the worker exited with {launcher.returncode}:\n"
+                            + log_path.read_text()[-4000:]
+                        )
+                    row = conn.execute("SELECT count(*) FROM procrastinate_workers").fetchone()
+                    if row and row[0] > before:
+                        break
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the worker did not register within 60 s")
+                    time.sleep(0.05)
+            pid = _yuxi_pid(launcher.pid)
+            if pid is None:
+                raise RuntimeError("cannot find the yuxi process under the launcher")
+            label = ("uv run --no-sync " if uv else "") + " ".join(command_line[:2])
+            shown = {k: v for k, v in env.items() if k.startswith("YUXI_") and k != "YUXI_HOME"}
+            yield ApiProcess("", launcher.pid, pid, label, shown)
+        finally:
+            _stop(launcher)

