@@ -371,8 +371,13 @@ async def test_a_worker_started_while_the_database_is_down_waits_for_it(tmp_path
             thread = await world.thread()
             server.stop()
             async with worker_process(url, tmp_path / "w") as worker:
-                # longer than procrastinate's first wait for a connection (5 s)
-                await asyncio.sleep(9)
+                # procrastinate's first wait for a connection (5 s) runs out, and the
+                # process starts procrastinate's worker again instead of exiting
+                async def restarted() -> bool:
+                    return "restarting procrastinate's worker" in worker.log()
+
+                await wait_until(restarted, within=30)
+                await asyncio.sleep(1)
                 assert worker.alive, worker.log()
                 server.start()
                 await world.pool.check()

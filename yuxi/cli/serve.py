@@ -179,13 +179,27 @@ def _run_until_stopped(service: Callable[[], Awaitable[None]], stop: threading.E
     from yuxi.api.server import ListenError
 
     try:
-        asyncio.run(main())
+        with asyncio.Runner(loop_factory=_event_loop_factory()) as runner:
+            runner.run(main())
     except ListenError as error:
         raise click.ClickException(str(error)) from None
     # Ctrl-C under `uv run` can arrive twice (the terminal and uv both send it); once
     # stopped, a repeat must not interrupt the embedded server's clean shutdown at exit.
     for signum in _STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
+
+
+def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop for the serving processes (half the CPU of asyncio's per
+    await, see docs/benchmarks.md#http_runs); asyncio's own with YUXI_EVENT_LOOP=asyncio
+    or where uvloop is not installed (Windows)."""
+    if os.environ.get("YUXI_EVENT_LOOP", "uvloop").lower() == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 def _configure_logging() -> None:
