@@ -122,6 +122,57 @@ $$;
 COMMENT ON FUNCTION yuxi.run_claim(uuid, text, double precision, timestamptz) IS
     'Worker: claims a pending run under a new lease and attempt. Raises invalid_input (YV001), not_found (YN001), run_not_claimable (YQ010)';
 
+-- The executor's claim: yuxi.run_claim and yuxi.run_execution_input in one call. Its
+-- commit does not wait for the WAL flush (synchronous_commit off for this transaction):
+-- nothing a run does leaves its worker before the manifest's commit, which is
+-- synchronous and whose flush makes this claim durable too. A crash of the database
+-- before that loses the claim with everything after it: the run is pending again and
+-- its next delivery claims it as if for the first time.
+CREATE FUNCTION yuxi.run_claim_execution(
+    p_run_id uuid, p_worker text, p_lease_seconds double precision, p_now timestamptz DEFAULT NULL
+) RETURNS TABLE (
+    run_id               uuid,
+    thread_id            uuid,
+    uid                  uuid,
+    agent_slug           text,
+    request_id           text,
+    run_type             text,
+    created_by_run_id    uuid,
+    input_message_id     bigint,
+    input_payload        jsonb,
+    lease_token          uuid,
+    lease_expires_at     timestamptz,
+    attempt_no           integer,
+    started_at           timestamptz,
+    manifest_fingerprint text,
+    backend_id           text,
+    agent_config         jsonb,
+    agent_updated_at     timestamptz,
+    project_id           uuid,
+    workdir_path         text,
+    input_text           text,
+    identity_error       text,
+    visible_subagents    text[]
+)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_claim yuxi.claimed_run;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    v_claim := yuxi.run_claim(p_run_id, p_worker, p_lease_seconds, p_now);
+    RETURN QUERY
+    SELECT v_claim.run_id, v_claim.thread_id, v_claim.uid, v_claim.agent_slug, v_claim.request_id,
+           v_claim.run_type, v_claim.created_by_run_id, v_claim.input_message_id,
+           v_claim.input_payload, v_claim.lease_token, v_claim.lease_expires_at,
+           v_claim.attempt_no, v_claim.started_at, v_claim.manifest_fingerprint,
+           i.backend_id, i.agent_config, i.agent_updated_at, i.project_id, i.workdir_path,
+           i.input_text, i.identity_error, i.visible_subagents
+    FROM yuxi.run_execution_input(p_run_id) i;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_claim_execution(uuid, text, double precision, timestamptz) IS
+    'Worker: yuxi.run_claim and yuxi.run_execution_input in one call, committed without waiting for the WAL flush (the manifest''s synchronous commit makes it durable). Raises as yuxi.run_claim';
+
 -- Raises lease_lost unless p_token holds an unexpired lease on the locked run p_run.
 CREATE FUNCTION yuxi.lease_check(p_run yuxi.agent_runs, p_token uuid, p_now timestamptz)
 RETURNS void

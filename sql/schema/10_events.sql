@@ -82,6 +82,27 @@ $$;
 COMMENT ON FUNCTION yuxi.run_events_after(uuid, bigint, integer) IS
     'A run''s events after a seq, for SSE replay';
 
+-- A read of a run's SSE stream: the run's events after a seq, each with the run's
+-- status; with no event after it, one row without an event. One snapshot, so a run
+-- seen ended has every event it will ever have (its end included) in the same read.
+-- No row: no such run. Payloads come as JSON text, sent to the client as they are.
+CREATE FUNCTION yuxi.run_stream_read(p_run_id uuid, p_after bigint, p_limit integer DEFAULT 1000)
+RETURNS TABLE (seq bigint, event text, payload text, run_status text, last_event_seq bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT e.seq, e.event, e.payload::text, r.status, r.last_event_seq
+    FROM yuxi.agent_runs r
+    LEFT JOIN LATERAL (
+        SELECT ev.seq, ev.event, ev.payload FROM yuxi.run_events ev
+        WHERE ev.run_id = r.run_id AND ev.seq > p_after
+        ORDER BY ev.seq
+        LIMIT p_limit
+    ) e ON true
+    WHERE r.run_id = p_run_id
+    ORDER BY e.seq
+$$;
+COMMENT ON FUNCTION yuxi.run_stream_read(uuid, bigint, integer) IS
+    'A read of a run''s SSE stream: its events after a seq with the run''s status on each, or one row without an event; no row for no such run';
+
 -- The run's stored `end` event (none while the run is not over).
 CREATE FUNCTION yuxi.run_end_event(p_run_id uuid)
 RETURNS TABLE (seq bigint, event text, payload jsonb, created_at timestamptz)

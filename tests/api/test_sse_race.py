@@ -2,8 +2,8 @@
 
 No worker here: the test plays the worker through the same SQL functions (claim, append,
 finish). The server runs in this process, so a test can hold a stream at one point of its
-loop (right after a read of new events that found none, before it reads the run) while
-the "worker" commits: the window in which a real worker's commit may land at any time.
+loop (right after a read that found no new events, before it waits for news) while the
+"worker" commits: the window in which a real worker's commit may land at any time.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 
 from tests.api.conftest import Api, Sse, collect_sse, parse_sse, read_sse
 from yuxi.api.routes import runs as run_routes
-from yuxi.queue.events import run_events_after
+from yuxi.queue.events import run_stream_read
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -30,7 +30,7 @@ SSE_HEARTBEAT_SECONDS = 1.5
 
 @dataclass
 class Gate:
-    """Holds the first empty read of new events of one run until released."""
+    """Holds the first read of one run's stream that found no new events until released."""
 
     run_id: UUID
     reached: asyncio.Event = field(default_factory=asyncio.Event)
@@ -39,19 +39,20 @@ class Gate:
 
 @pytest.fixture
 def gate_events_after(monkeypatch: pytest.MonkeyPatch) -> Any:
-    original = run_events_after
+    original = run_stream_read
 
     def arm(run_id: str) -> Gate:
         gate = Gate(UUID(run_id))
 
-        async def events_after(conn: Any, run: UUID, after: int, limit: int = 1000) -> Any:
+        async def stream_read(conn: Any, run: UUID, after: int, limit: int = 1000) -> Any:
             rows = await original(conn, run, after, limit)
-            if run == gate.run_id and not rows and not gate.reached.is_set():
+            found_none = bool(rows) and rows[0].seq is None
+            if run == gate.run_id and found_none and not gate.reached.is_set():
                 gate.reached.set()
                 await gate.release.wait()
             return rows
 
-        monkeypatch.setattr(run_routes, "run_events_after", events_after)
+        monkeypatch.setattr(run_routes, "run_stream_read", stream_read)
         return gate
 
     return arm

@@ -57,12 +57,21 @@ def app_pool(
 
 def checkpointer_pool(url: str, *, max_size: int, min_size: int = 1) -> AsyncConnectionPool[Any]:
     """The pool for LangGraph's ``AsyncPostgresSaver``, configured as it requires:
-    autocommit, no server-side prepared statements, dict rows."""
+    autocommit, no server-side prepared statements, dict rows.
+
+    Its commits do not wait for the WAL flush (``synchronous_commit = off``): a run's
+    checkpoints become durable with the run's next synchronous commit, its end
+    (``run_finish``, ``run_retry``) or its next event batch, whose flush covers every
+    WAL record before it. A crash of the database before that loses at most the last
+    checkpoints of a run that had not ended, which is then retried or failed as every
+    run cut by a crash is (docs/operations.md, "Durability"). A run makes a checkpoint
+    per step, so this takes several flush waits off every run."""
     return _pool(
         url,
         min_size=min_size,
         max_size=max_size,
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        synchronous_commit=False,
     )
 
 
@@ -73,7 +82,12 @@ def procrastinate_pool(url: str, *, max_size: int = 4) -> AsyncConnectionPool[An
     is replaced instead of failing procrastinate's next fetch or heartbeat, which would
     end its worker. A caller waits at most 5 s for a connection, the pool trying to
     connect all that time: a worker that lost its database gives this pool up soon and
-    starts again with a new one (yuxi/worker/app.py)."""
+    starts again with a new one (yuxi/worker/app.py).
+
+    Its commits do not wait for the WAL flush either (``synchronous_commit = off``):
+    they only mark delivery jobs fetched or delete the finished ones, and a job whose
+    mark a crash loses is delivered again and finds its run claimed (or left over and
+    deleted by ``yuxi.delivery_prune``): the run's claim decides, never the job."""
     # autocommit is set in configure, not kwargs: procrastinate's listener connects with
     # the pool's kwargs plus its own autocommit=True, and a keyword cannot be given twice
     return _pool(
@@ -83,16 +97,23 @@ def procrastinate_pool(url: str, *, max_size: int = 4) -> AsyncConnectionPool[An
         timeout=5.0,
         reconnect_timeout=5.0,
         autocommit_first=True,
+        synchronous_commit=False,
     )
 
 
-def _pool(url: str, *, autocommit_first: bool = False, **options: Any) -> AsyncConnectionPool[Any]:
+def _pool(
+    url: str, *, autocommit_first: bool = False, synchronous_commit: bool = True, **options: Any
+) -> AsyncConnectionPool[Any]:
     pool: AsyncConnectionPool[Any] | None = None
+    # one statement, one round trip (an extended-protocol query holds one command)
+    setup = f"SELECT set_config('client_connection_check_interval', '{CLIENT_CHECK_MS}', false)"
+    if not synchronous_commit:
+        setup += ", set_config('synchronous_commit', 'off', false)"
 
     async def configure(conn: AsyncConnection[Any]) -> None:
         if autocommit_first:
             await conn.set_autocommit(True)
-        await conn.execute(f"SET client_connection_check_interval = {CLIENT_CHECK_MS}")
+        await conn.execute(setup)
 
     async def check(conn: AsyncConnection[Any]) -> None:
         try:

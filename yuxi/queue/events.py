@@ -83,6 +83,31 @@ async def run_events_after(
     )
 
 
+class StreamRead(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.run_stream_read``: an event (``seq`` None: none after the seq
+    asked for) with its payload as JSON text, and the run's status in the same
+    snapshot."""
+
+    seq: int | None
+    event: str | None
+    payload: str | None
+    run_status: str
+    last_event_seq: int
+
+
+async def run_stream_read(
+    conn: AsyncConnection[Any], run_id: UUID, after: int, limit: int = 1000
+) -> list[StreamRead]:
+    """The run's events after ``after`` with its status, read together (no row: no such
+    run)."""
+    return await call_many(
+        conn,
+        StreamRead,
+        "yuxi.run_stream_read(p_run_id => %(run_id)s, p_after => %(after)s, p_limit => %(limit)s)",
+        {"run_id": run_id, "after": after, "limit": limit},
+    )
+
+
 async def run_end_event(conn: AsyncConnection[Any], run_id: UUID) -> StoredEvent | None:
     """The run's `end` event, once it has one."""
     rows = await call_many(

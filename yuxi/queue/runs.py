@@ -147,6 +147,60 @@ async def run_claim(
     )
 
 
+class _ClaimedExecution(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.run_claim_execution``: a ClaimedRun's fields, then the rest of
+    an ExecutionInput's."""
+
+    run_id: UUID
+    thread_id: UUID
+    uid: UUID
+    agent_slug: str
+    request_id: str
+    run_type: str
+    created_by_run_id: UUID | None
+    input_message_id: int | None
+    input_payload: dict[str, Any]
+    lease_token: UUID
+    lease_expires_at: datetime
+    attempt_no: int
+    started_at: datetime
+    manifest_fingerprint: str | None
+    backend_id: str | None
+    agent_config: dict[str, Any] | None
+    agent_updated_at: datetime | None
+    project_id: UUID | None
+    workdir_path: str | None
+    input_text: str | None
+    identity_error: str | None
+    visible_subagents: list[str]
+
+
+_CLAIMED_FIELDS = ClaimedRun.__struct_fields__
+_INPUT_FIELDS = ExecutionInput.__struct_fields__
+
+
+async def run_claim_execution(
+    conn: AsyncConnection[Any],
+    run_id: UUID,
+    *,
+    worker: str,
+    lease_seconds: float,
+    now: datetime | None = None,
+) -> tuple[ClaimedRun, ExecutionInput]:
+    """The executor's claim: ``run_claim`` and ``run_execution_input`` in one call (its
+    commit does not wait for the WAL flush; see sql/schema/08_runs.sql)."""
+    row = await call_one(
+        conn,
+        _ClaimedExecution,
+        "yuxi.run_claim_execution(p_run_id => %(run_id)s, p_worker => %(worker)s,"
+        " p_lease_seconds => %(lease_seconds)s, p_now => %(now)s)",
+        {"run_id": run_id, "worker": worker, "lease_seconds": lease_seconds, "now": now},
+    )
+    claimed = ClaimedRun(**{name: getattr(row, name) for name in _CLAIMED_FIELDS})
+    execution = ExecutionInput(**{name: getattr(row, name) for name in _INPUT_FIELDS})
+    return claimed, execution
+
+
 async def run_renew_lease(
     conn: AsyncConnection[Any],
     run_id: UUID,

@@ -38,9 +38,8 @@ from yuxi.queue.runs import (
     ClaimedRun,
     ExecutionInput,
     OutputMessage,
-    run_claim,
+    run_claim_execution,
     run_commit_manifest,
-    run_execution_input,
     run_finish,
     run_get,
     run_release,
@@ -133,20 +132,22 @@ class RunExecutor:
         when it was given back for another attempt), or None when another delivery
         already has it. Cancelling this coroutine (worker shutdown) releases the run for
         another attempt."""
-        claimed = await self._claim(run_id)
-        if claimed is None:
+        started = await self._claim(run_id)
+        if started is None:
             return None
+        claimed, run = started
         with self.watcher.watch(run_id) as cancelled:
-            return await self._execute_claimed(claimed, cancelled)
+            return await self._execute_claimed(claimed, run, cancelled)
 
-    async def _claim(self, run_id: UUID) -> ClaimedRun | None:
+    async def _claim(self, run_id: UUID) -> tuple[ClaimedRun, ExecutionInput] | None:
+        """The claim, with what the run needs to execute (one call)."""
         # A claim that cannot reach the database is tried again until it can: the run
         # stays pending meanwhile, and a delivery elsewhere may claim it first.
         backoff = Backoff()
         while True:
             try:
                 async with self.pool.connection() as conn:
-                    return await run_claim(
+                    return await run_claim_execution(
                         conn,
                         run_id,
                         worker=self.settings.worker_name,
@@ -166,13 +167,15 @@ class RunExecutor:
                     )
                 await asyncio.sleep(backoff.next())
 
-    async def _execute_claimed(self, claimed: ClaimedRun, cancelled: asyncio.Event) -> str | None:
+    async def _execute_claimed(
+        self, claimed: ClaimedRun, run: ExecutionInput, cancelled: asyncio.Event
+    ) -> str | None:
         lease_lost = asyncio.Event()
         home = self.settings.home
         paths = ClientPaths(home, user_workspace(home, str(claimed.uid)))
         events = EventWriter(self.pool, claimed, self.settings.flush_seconds)
         keeper = asyncio.create_task(self._keep_lease(claimed, cancelled, lease_lost))
-        work = asyncio.create_task(self._work(claimed, events, paths))
+        work = asyncio.create_task(self._work(claimed, run, events, paths))
         stop_cancel = asyncio.create_task(cancelled.wait())
         stop_lost = asyncio.create_task(lease_lost.wait())
         try:
@@ -241,9 +244,11 @@ class RunExecutor:
             if state.status == RunStatus.CANCEL_REQUESTED:
                 cancelled.set()
 
-    async def _work(self, claimed: ClaimedRun, events: EventWriter, paths: ClientPaths) -> Outcome:
+    async def _work(
+        self, claimed: ClaimedRun, run: ExecutionInput, events: EventWriter, paths: ClientPaths
+    ) -> Outcome:
         try:
-            return await self._run_graph(claimed, events, paths)
+            return await self._run_graph(claimed, run, events, paths)
         except RunFailure as failure:
             message = paths.hide(str(failure))
             await events.error(failure.error_type, message)
@@ -273,10 +278,8 @@ class RunExecutor:
             return Outcome(RunStatus.FAILED, error_type=type(error).__name__, error_message=message)
 
     async def _run_graph(
-        self, claimed: ClaimedRun, events: EventWriter, paths: ClientPaths
+        self, claimed: ClaimedRun, run: ExecutionInput, events: EventWriter, paths: ClientPaths
     ) -> Outcome:
-        async with self.pool.connection() as conn:
-            run = await run_execution_input(conn, claimed.run_id)
         if run.identity_error:
             raise RunFailure("run_identity", run.identity_error)
         try:

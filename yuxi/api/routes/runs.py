@@ -33,7 +33,7 @@ from yuxi.api.dto import (
 )
 from yuxi.api.event_hub import server_closing
 from yuxi.queue.errors import NotFound
-from yuxi.queue.events import run_end_event, run_events_after
+from yuxi.queue.events import run_end_event, run_stream_read
 from yuxi.queue.requests import (
     RequestInfo,
     request_cancel,
@@ -277,22 +277,22 @@ async def _stream(
             yield server_closing()
             return
         with app.hub.subscribe(run_id) as news:
+            # events and the run's status in one snapshot: a run seen ended has all its
+            # events in the same read
             async with app.pool.connection() as conn:
-                rows = await run_events_after(conn, run_id, last)
-                run = None if rows else await run_get(conn, run_id)
-                if run is not None and run.status in ENDED_RUN_STATUSES:
-                    # the run may have ended between the two reads: read once more
-                    rows = await run_events_after(conn, run_id, last)
+                rows = await run_stream_read(conn, run_id, last)
+            if not rows:
+                raise NotFound(f"run {run_id} not found")
             for row in rows:
+                if row.seq is None:
+                    break
                 last = row.seq
-                yield ServerSentEventMessage(
-                    data=json.dumps(row.payload), event=row.event, id=row.seq
-                )
+                yield ServerSentEventMessage(data=row.payload, event=row.event, id=row.seq)
                 if row.event == "end":
                     return
-            if rows:
-                continue
-            if run is not None and run.status in ENDED_RUN_STATUSES:
+            else:
+                continue  # events came: read on
+            if rows[0].run_status in ENDED_RUN_STATUSES:
                 # the client is already past the run's end: send that same end again
                 async with app.pool.connection() as conn:
                     end = await run_end_event(conn, run_id)
@@ -302,7 +302,9 @@ async def _stream(
                     )
                 else:  # only a run ended by hand, outside the queue's functions
                     yield ServerSentEventMessage(
-                        data=json.dumps({"status": run.status}), event="end", id=run.last_event_seq
+                        data=json.dumps({"status": rows[0].run_status}),
+                        event="end",
+                        id=rows[0].last_event_seq,
                     )
                 return
             try:
