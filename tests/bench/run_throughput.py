@@ -354,7 +354,7 @@ class Phases:
             (executor_module, "prepare_agent_runtime_context", "prepare context"),
             (executor_module, "run_commit_manifest", "run_commit_manifest (+ identity re-check)"),
             (ChatBotAgent, "get_graph", "get_graph (compiles the graph)"),
-            (events_module, "run_append_events", "run_append_events (+ notify)"),
+            (events_module, "run_append_batch", "run_append_batch (+ notify)"),
             (executor_module, "run_finish", "run_finish (+ notify)"),
         ]
         sync_targets: list[tuple[object, str, str]] = [
