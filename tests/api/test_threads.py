@@ -266,6 +266,39 @@ async def test_history_of_a_long_thread_keeps_every_entry_in_order(api: Api) -> 
     assert [m["id"] for m in history["history"]] == sorted(m["id"] for m in history["history"])
 
 
+async def test_history_of_a_thread_filling_its_chunks_exactly(api: Api) -> None:
+    """256 runs and 512 messages: the chunks end exactly on the last entry (each chunk
+    is read from where it starts, so no empty or short chunk may follow a full one)."""
+    thread = await api.thread()
+    async with api.pool.connection() as conn:
+        statement = sql.SQL(LONG_THREAD.replace("1..300", "1..256")).format(
+            u=sql.Literal(api.uids["alice"]), t=sql.Literal(uuid.UUID(thread))
+        )
+        await conn.execute(statement)
+    sizes = "SELECT array_agg(json_array_length(('[' || entries || ']')::json) ORDER BY chunk)"
+    uid = api.uids["alice"]
+    run_chunks = await api.value(sizes + " FROM yuxi.thread_history_runs(%s, %s)", uid, thread)
+    message_chunks = await api.value(
+        sizes + " FROM yuxi.thread_history_messages(%s, %s)", uid, thread
+    )
+    assert run_chunks == [256]
+    assert message_chunks == [256, 256]
+    chunk_numbers = await api.value(
+        "SELECT array_agg(chunk ORDER BY chunk) FROM yuxi.thread_history_messages(%s, %s)",
+        uid,
+        thread,
+    )
+    assert chunk_numbers == [0, 1]
+    history = await api.history(thread)
+    expected_runs = await api.sql(
+        "SELECT run_id::text FROM yuxi.agent_runs WHERE thread_id = %s ORDER BY created_at, run_id",
+        thread,
+    )
+    assert [r["run_id"] for r in history["runs"]] == [row[0] for row in expected_runs]
+    contents = [m["content"] for m in history["history"]]
+    assert contents == [text for i in range(1, 257) for text in (f"question {i}", f"answer {i}")]
+
+
 async def test_a_history_read_abandoned_midway_gives_its_connection_back(api: Api) -> None:
     """History streams from a pooled connection held in a transaction; clients that hang
     up halfway must not leave it checked out or idle in transaction."""

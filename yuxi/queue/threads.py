@@ -217,7 +217,7 @@ async def thread_history(
         cur.adapters.register_loader("text", _Utf8Text)
         params = _owned(uid, thread_id)
         with typed_errors():
-            # one snapshot; sorting a long thread's entries stays in memory
+            # one snapshot; numbering a long thread's keys (the chunk starts) stays in memory
             await cur.execute(
                 "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;"
                 " SET LOCAL work_mem = '32MB'"
