@@ -27,6 +27,12 @@ blocks of --block alternating between variants (ABBA), after --warmup untimed re
   directly on one connection (``SELECT * FROM yuxi.thread_get(…)``, ``yuxi.thread_runs``,
   ``yuxi.thread_messages``), rows fetched as tuples.
 
+With --before FILE (the definitions of an earlier version, e.g. the functions as a
+migration left them): ``http before`` and ``reads before`` too, the same reads with
+FILE's functions in place, in the same ABBA blocks (FILE is run before each of their
+blocks and the current definitions restored after): a before/after comparison under the
+same load, with the bodies checked to be identical.
+
 Also printed: the response size, and the CPU per read of the API process, of the
 PostgreSQL server (when local) and of this process.
 
@@ -157,6 +163,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--block", type=int, default=20, help="reads per variant in a row")
     parser.add_argument(
         "--profile-reads", type=int, default=20, help="reads per profiled step (0: skip)"
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="SQL file of CREATE OR REPLACE FUNCTION yuxi.… to compare with, block by block",
     )
     add_api_diagnostics(parser, gc_freeze=True)
     return parser.parse_args(argv)
@@ -483,20 +494,44 @@ async def measure_reads(
         "reads": reads_read,
         "sql": sql_read,
     }
+    # label -> (SQL putting the earlier functions in place, SQL restoring the current ones)
+    switches: dict[str, tuple[str, str]] = {}
+    if args.before is not None:
+        switch = await before_switch(conn, args.before.read_text())
+        for label in ("http", "reads"):
+            variants[f"{label} before"] = variants[label]
+            switches[f"{label} before"] = switch
     timings = {label: Timings(label) for label in variants}
     try:
         response = await client.get(path)
         problems += check_history(response.json(), thread, args.runs)
         content_length = len(response.content)
-        for read in variants.values():
+        if switches:
+            enter, leave = switches["http before"]
+            await conn.execute(enter)
+            _, before_body = await raw.get(path)
+            await conn.execute(leave)
+            if before_body != response.content:
+                problems.append("the --before functions give another body than the current ones")
+        for label, read in variants.items():
+            enter, leave = switches.get(label, ("", ""))
+            if enter:
+                await conn.execute(enter)
             for _ in range(args.warmup):
                 await read()
+            if leave:
+                await conn.execute(leave)
         blocks = -(-args.iterations // args.block)
         for block in range(blocks):
             order = list(variants) if block % 2 == 0 else list(variants)[::-1]
             count = min(args.block, args.iterations - block * args.block)
             for label in order:
+                enter, leave = switches.get(label, ("", ""))
+                if enter:
+                    await conn.execute(enter)
                 await timed_block(url, api, variants[label], timings[label], count)
+                if leave:
+                    await conn.execute(leave)
             if block % 2 == 1 or block == blocks - 1:
                 shown = ", ".join(f"{t.label} p50 {t.ms(0.5):.1f} ms" for t in timings.values())
                 log(f"{sum(len(t.seconds) for t in timings.values()):,} reads: {shown}")
@@ -551,6 +586,14 @@ async def measure_reads(
     print(f"  build: {build_seconds:.1f} s for {args.runs:,} runs ({rate:,.0f}/s)")
     sample = api.sample()
     print(f"  API process: RSS {mib(sample.rss_bytes)} MiB (peak {mib(sample.hwm_bytes)} MiB)")
+    for label in ("http", "reads"):
+        if f"{label} before" in timings:
+            now, then = timings[label], timings[f"{label} before"]
+            print(
+                f"  {label}: p50 {now.ms(0.5):.1f} ms, {then.ms(0.5):.1f} ms with --before's"
+                f" functions ({now.ms(0.5) / then.ms(0.5):.2f}x); p99 {now.ms(0.99):.1f}"
+                f" against {then.ms(0.99):.1f} ms"
+            )
     for problem in problems:
         print(f"  CHECK FAILED: {problem}")
 
@@ -562,6 +605,21 @@ async def measure_reads(
         f" (p99 {timings['http'].ms(0.99):.1f} ms; {ratio:.1f}x the raw SQL read): {verdict(ok)}"
     )
     return 0 if ok else 1
+
+
+async def before_switch(conn: psycopg.AsyncConnection[Any], before: str) -> tuple[str, str]:
+    """The SQL that puts --before's functions in place, and the SQL that restores the
+    current definitions of the same functions (read from the catalog)."""
+    names = sorted(set(re.findall(r"(?i)FUNCTION\s+yuxi\.(\w+)", before)))
+    cur = await conn.execute(
+        "SELECT pg_get_functiondef(p.oid) FROM pg_proc p"
+        " WHERE p.pronamespace = 'yuxi'::regnamespace AND p.proname = ANY(%s)",
+        (names,),
+    )
+    current = ";\n".join(row[0] for row in await cur.fetchall())
+    if not names or not current:
+        raise SystemExit(f"--before: no current yuxi function among {names}")
+    return before, current
 
 
 async def timed_block(
