@@ -17,8 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from uuid import UUID
 
-from litestar.response import ServerSentEventMessage
-
+from yuxi.api.sse import sse_message
 from yuxi.db.listener import Listener
 from yuxi.queue.events import EVENTS_CHANNEL
 
@@ -27,12 +26,10 @@ START_WAIT_SECONDS = 2.0
 RETRY_AFTER_CLOSE_MS = 500
 
 
-def server_closing() -> ServerSentEventMessage:
+def server_closing() -> bytes:
     """The last message of a stream cut by a shutdown: ``retry`` tells the client to
     reconnect (with ``Last-Event-ID``) after half a second, to the next server."""
-    return ServerSentEventMessage(
-        data=None, comment="server shutting down", retry=RETRY_AFTER_CLOSE_MS
-    )
+    return sse_message(comment="server shutting down", retry=RETRY_AFTER_CLOSE_MS)
 
 
 class EventHub:

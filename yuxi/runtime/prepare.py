@@ -79,10 +79,21 @@ async def prepare_agent_runtime_context(
         context.subagents = narrow_subagents(context.subagents, run.visible_subagents)
 
     workspace = user_workspace(home, str(run.uid))
-    # file reads run off the event loop: a slow disk must not stall other runs
-    prompt_files = await asyncio.to_thread(read_prompt_files, workspace)
+    # file reads run off the event loop (a slow disk must not stall other runs), all in
+    # one trip to a worker thread
+    prompt_files, memory = await asyncio.to_thread(
+        _read_workspace, workspace, memory=context.enable_memory
+    )
     context.workspace_prompt = workspace_prompt(prompt_files)
     if context.enable_memory:
-        memory = await asyncio.to_thread(read_workspace_file, workspace, MEMORY_FILE)
         context.memory = memory.text if memory else ""
     return PreparedContext(context, prompt_files, ignored)
+
+
+def _read_workspace(
+    workspace: Path, *, memory: bool
+) -> tuple[list[WorkspaceFile], WorkspaceFile | None]:
+    """The workspace's prompt files, and its memory file when ``memory``."""
+    return read_prompt_files(workspace), (
+        read_workspace_file(workspace, MEMORY_FILE) if memory else None
+    )

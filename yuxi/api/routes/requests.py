@@ -21,11 +21,11 @@ from litestar import Controller, get
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.params import FromPath
-from litestar.response import ServerSentEvent, ServerSentEventMessage
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
 from yuxi.api.event_hub import server_closing
+from yuxi.api.sse import EventStream, sse_message
 from yuxi.api.state import AppState
 from yuxi.queue.requests import RequestInfo, request_get
 from yuxi.queue.runs import Run, run_get
@@ -47,11 +47,11 @@ class RequestEventsController(Controller):
         conn: NamedDependency[AsyncConnection[Any]],
         user: NamedDependency[User],
         request_id: FromPath[str],
-    ) -> ServerSentEvent:
+    ) -> EventStream:
         """``queued`` ``{queue_position}`` whenever its place changes, ``run_created``
         ``{run_id}`` once dispatched, then exactly one ``end`` ``{status, run_id}``."""
         info = await request_get(conn, request_id, uid=user.uid)  # 404 before streaming
-        return ServerSentEvent(_follow(state.yuxi, info))
+        return EventStream(_follow(state.yuxi, info))
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class _Told:
     run_id: UUID | None = None
     ended: bool = False
 
-    def news(self, now: _Snapshot) -> Iterator[ServerSentEventMessage]:
+    def news(self, now: _Snapshot) -> Iterator[bytes]:
         """The events that bring the client from what it was told to ``now``."""
         info = now.info
         if info.status == RequestStatus.QUEUED:
@@ -104,8 +104,8 @@ def _end_payload(now: _Snapshot) -> dict[str, Any] | None:
     return end
 
 
-def _event(name: str, payload: dict[str, Any]) -> ServerSentEventMessage:
-    return ServerSentEventMessage(data=json.dumps(payload), event=name)
+def _event(name: str, payload: dict[str, Any]) -> bytes:
+    return sse_message(json.dumps(payload), event=name)
 
 
 async def _read(app: AppState, request_id: str, last: _Snapshot | None) -> _Snapshot:
@@ -123,7 +123,7 @@ async def _read(app: AppState, request_id: str, last: _Snapshot | None) -> _Snap
         return _Snapshot(info, None, queue.last_run_id if queue is not None else None)
 
 
-async def _follow(app: AppState, first: RequestInfo) -> AsyncIterator[ServerSentEventMessage]:
+async def _follow(app: AppState, first: RequestInfo) -> AsyncIterator[bytes]:
     heartbeat = app.settings.sse_heartbeat_seconds
     told = _Told()
     keys: tuple[UUID, ...] = (first.thread_id,)
@@ -147,4 +147,4 @@ async def _follow(app: AppState, first: RequestInfo) -> AsyncIterator[ServerSent
             try:
                 await asyncio.wait_for(news.wait(), heartbeat)
             except TimeoutError:
-                yield ServerSentEventMessage(data=None, comment="heartbeat")
+                yield sse_message(comment="heartbeat")

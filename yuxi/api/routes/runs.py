@@ -13,7 +13,6 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
 from litestar.params import FromPath, JSONBody, Parameter
-from litestar.response import ServerSentEvent, ServerSentEventMessage
 from psycopg import AsyncConnection
 
 from yuxi.agents.models import parse_model_spec
@@ -32,6 +31,7 @@ from yuxi.api.dto import (
     ThreadRequests,
 )
 from yuxi.api.event_hub import server_closing
+from yuxi.api.sse import EventStream, sse_message
 from yuxi.queue.errors import NotFound
 from yuxi.queue.events import run_end_event, run_stream_read
 from yuxi.queue.requests import (
@@ -174,7 +174,7 @@ class RunsController(Controller):
         request: Request[object, object, State],
         run_id: FromPath[UUID],
         after_seq: Annotated[int | None, Parameter(ge=0, le=MAX_SEQ)] = None,
-    ) -> ServerSentEvent:
+    ) -> EventStream:
         """``id:`` is the event's seq. A stream from the start (no ``Last-Event-ID``, no
         ``?after_seq=``) begins with ``init`` (id 0): the run's input as stored. Resumes
         after ``Last-Event-ID`` or ``?after_seq=``; ends after exactly one ``end`` event."""
@@ -188,13 +188,13 @@ class RunsController(Controller):
             if not 0 <= seen <= MAX_SEQ:
                 raise ValidationException("Last-Event-ID must be an event seq")
             after = max(after, seen)
-        init = None
+        init: bytes | None = None
         if last_event_id is None and after_seq is None:
             # the first read also refuses others' runs (404) before streaming
             init = _init_event(await run_input(conn, run_id, uid=user.uid))
         else:
             await run_get(conn, run_id, uid=user.uid)  # 404 for others, before streaming
-        return ServerSentEvent(_stream(state, run_id, after, init))
+        return EventStream(_stream(state, run_id, after, init))
 
     @get("/requests/{request_id:str}", summary="A request")
     async def get_request_view(
@@ -251,7 +251,7 @@ def _queue(queue: ThreadQueue | None) -> QueueState:
     )
 
 
-def _init_event(stored: RunInput) -> ServerSentEventMessage:
+def _init_event(stored: RunInput) -> bytes:
     payload = {
         "run_id": str(stored.run_id),
         "thread_id": str(stored.thread_id),
@@ -261,12 +261,12 @@ def _init_event(stored: RunInput) -> ServerSentEventMessage:
         "query": stored.query,
         "input": stored.input,
     }
-    return ServerSentEventMessage(data=json.dumps(payload), event="init", id=0)
+    return sse_message(json.dumps(payload), event="init", id=0)
 
 
 async def _stream(
-    state: State, run_id: UUID, after: int, init: ServerSentEventMessage | None
-) -> AsyncIterator[ServerSentEventMessage]:
+    state: State, run_id: UUID, after: int, init: bytes | None
+) -> AsyncIterator[bytes]:
     app = state.yuxi
     if init is not None:
         yield init
@@ -287,7 +287,7 @@ async def _stream(
                 if row.seq is None:
                     break
                 last = row.seq
-                yield ServerSentEventMessage(data=row.payload, event=row.event, id=row.seq)
+                yield sse_message(row.payload, event=row.event, id=row.seq)
                 if row.event == "end":
                     return
             else:
@@ -297,12 +297,10 @@ async def _stream(
                 async with app.pool.connection() as conn:
                     end = await run_end_event(conn, run_id)
                 if end is not None:
-                    yield ServerSentEventMessage(
-                        data=json.dumps(end.payload), event="end", id=end.seq
-                    )
+                    yield sse_message(json.dumps(end.payload), event="end", id=end.seq)
                 else:  # only a run ended by hand, outside the queue's functions
-                    yield ServerSentEventMessage(
-                        data=json.dumps({"status": rows[0].run_status}),
+                    yield sse_message(
+                        json.dumps({"status": rows[0].run_status}),
                         event="end",
                         id=rows[0].last_event_seq,
                     )
@@ -310,4 +308,4 @@ async def _stream(
             try:
                 await asyncio.wait_for(news.wait(), heartbeat)
             except TimeoutError:
-                yield ServerSentEventMessage(data=None, comment="heartbeat")
+                yield sse_message(comment="heartbeat")
