@@ -6,7 +6,8 @@ that is free, and gives it back once its run ended), so each conversation gets a
 runs / threads runs in a row and its checkpoints grow as they do in use.
 
 - **yuxi** (``uv run yuxi up``: API and worker in one process, default settings, on the
-  benchmark's database; startup and a warm-up of --warmup runs not counted): a run is
+  benchmark's database, started for each of its rounds so that no other worker takes
+  its runs; startup and a warm-up of --warmup runs not counted): a run is
   ``POST /api/agent/runs`` (202, its run id), the run's SSE stream
   (``GET /api/agent/runs/{id}/events``) read until its ``end`` event, and ``GET
   /api/agent/runs/{id}/result`` (checked: ``completed`` with the expected reply), each
@@ -17,6 +18,11 @@ runs / threads runs in a row and its checkpoints grow as they do in use.
   ``graph.ainvoke`` in this process, checked the same way.
 - with --split: **yuxi api + worker**, ``uv run yuxi api`` and ``uv run yuxi worker`` as
   two processes, so the CPU per run splits into the API's and the worker's.
+- with --compare-checkout PATH: **yuxi @<commit>**, the yuxi of another checkout (its
+  code and virtualenv: ``git worktree add --detach PATH <commit> && (cd PATH && uv
+  sync)``) on a database of its own on the same server, migrated by that checkout, in
+  the same rounds: a before and after measured side by side. With --split, its split too.
+- with --also-env K=V[,K=V]: **yuxi K=V**, a ``yuxi up`` with those settings.
 
 Sides alternate ABBA over --rounds rounds. CPU per run comes from /proc: each yuxi
 process, the PostgreSQL server's processes (when local), and this process (the client;
@@ -24,11 +30,13 @@ for the floor, the floor itself). The ratio compares yuxi's server side (yuxi + 
 database) with the floor's (this process + the database). Then --sequential runs go one
 at a time through each side: submit → ``end`` seen (yuxi), one ``ainvoke`` (floor).
 
---profile N then runs N runs one at a time through a second ``yuxi up`` under cProfile,
-with pg_stat_statements reset before (the embedded server is started with it preloaded;
-an external one must preload it itself, else the SQL part is left out): every statement
-the run's life sends, with calls and server time per run, grouped by stage, and the
-Python time per stage in the yuxi process.
+--profile N then runs N runs one at a time (--profile-in-flight K: K at once) through a
+second ``yuxi up`` whose cProfile is switched on after the warm-up, with
+pg_stat_statements reset before (the embedded server is started with it preloaded; an
+external one must preload it itself, else the SQL part is left out): every statement the
+run's life sends, with calls and server time per run, grouped by stage, the statements
+inside SQL functions, the functions' own time, and the Python time per stage in the yuxi
+process (--profile-stats PATH keeps cProfile's stats).
 
 --agent module:Class measures a custom backend the same way (registered in the server
 process with ``register_backend``, as its ``yuxi.agents`` entry point would; an agent row
@@ -52,6 +60,7 @@ import pstats
 import re
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 from collections import Counter
@@ -63,6 +72,7 @@ from uuid import UUID, uuid4
 
 import httpx
 import psycopg
+import psycopg.conninfo
 import psycopg.sql
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
@@ -108,6 +118,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--sequential", type=int, default=50, help="runs one at a time per side, for latency"
     )
     parser.add_argument("--split", action="store_true", help="also yuxi api + yuxi worker")
+    parser.add_argument(
+        "--compare-checkout",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="also the yuxi of another checkout (e.g. an earlier commit, after uv sync"
+        " there), on a database of its own migrated by it, in the same rounds",
+    )
     parser.add_argument(
         "--also-env",
         action="append",
@@ -430,6 +448,7 @@ class Statement:
     text: str
     calls: int
     ms: float
+    toplevel: bool = True  # sent by a client (else run inside a function)
 
 
 def statements(url: str) -> list[Statement] | None:
@@ -439,10 +458,12 @@ def statements(url: str) -> list[Statement] | None:
             return None
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         rows = conn.execute(
-            "SELECT query, calls, total_exec_time FROM pg_stat_statements"
+            "SELECT query, calls, total_exec_time, toplevel FROM pg_stat_statements"
             " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
         ).fetchall()
-    return [Statement(" ".join(str(q).split()), int(c), float(t)) for q, c, t in rows]
+    return [
+        Statement(" ".join(str(q).split()), int(c), float(t), bool(top)) for q, c, t, top in rows
+    ]
 
 
 def reset_statements(url: str) -> None:
@@ -543,11 +564,16 @@ async def profile(
     count = args.profile
     with psycopg.connect(url, autocommit=True) as conn:
         # the profiled process's connections count every function's calls and time
-        conn.execute(
-            psycopg.sql.SQL("ALTER DATABASE {} SET track_functions = 'all'").format(
-                psycopg.sql.Identifier(conn.info.dbname)
-            )
-        )
+        for setting in ("track_functions = 'all'", "pg_stat_statements.track = 'all'"):
+            # pg_stat_statements.track is known once the library is loaded
+            with contextlib.suppress(
+                psycopg.errors.UndefinedObject, psycopg.errors.InvalidParameterValue
+            ):
+                conn.execute(
+                    psycopg.sql.SQL("ALTER DATABASE {} SET " + setting).format(
+                        psycopg.sql.Identifier(conn.info.dbname)
+                    )
+                )
     with tempfile.TemporaryDirectory(prefix="yuxi-bench-profile-") as scratch:
         stats_path = Path(scratch) / "up.prof"
         preamble = PROFILER.format(path=str(stats_path)) + agent.preamble
@@ -603,6 +629,8 @@ async def profile(
         else:
             by_stage: Counter[str] = Counter()
             time_by_stage: Counter[str] = Counter()
+            nested = [s for s in found if not s.toplevel]
+            found = [s for s in found if s.toplevel]
             for statement in found:
                 if "pg_stat_statements" in statement.text or "pg_stat_database" in statement.text:
                     continue
@@ -633,6 +661,15 @@ async def profile(
                 [
                     (statement_name(s.text), f"{s.calls / count:.2f}", f"{s.ms / count:.3f}")
                     for s in top
+                ],
+            )
+        if found is not None and nested:
+            print_table(
+                "Statements run inside SQL functions, per run, by server time (the 25 largest)",
+                ["statement", "calls", "exec ms"],
+                [
+                    (n.text[:100], f"{n.calls / count:.2f}", f"{n.ms / count:.3f}")
+                    for n in sorted(nested, key=lambda n: n.ms, reverse=True)[:25]
                 ],
             )
         spent = {
@@ -677,18 +714,33 @@ async def profile(
 # ---------------------------------------------------------------- the benchmark
 
 
+@dataclass(frozen=True)
+class Variant:
+    """A yuxi side: how it is started and the database it works on."""
+
+    url: str
+    token: str
+    threads: list[UUID]
+    split: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    checkout: Path | None = None
+
+
 @contextlib.contextmanager
-def yuxi_processes(
-    url: str, split: bool, agent: Agent, env: dict[str, str] | None = None
-) -> Iterator[tuple[str, dict[str, ApiProcess]]]:
-    if split:
+def yuxi_processes(variant: Variant, agent: Agent) -> Iterator[tuple[str, dict[str, ApiProcess]]]:
+    options: dict[str, Any] = {
+        "preamble": agent.preamble,
+        "extra_env": variant.env,
+        "checkout": variant.checkout,
+    }
+    if variant.split:
         with (
-            api_process(url, command="api", preamble=agent.preamble, extra_env=env) as api,
-            worker_process(url, preamble=agent.preamble, extra_env=env) as worker,
+            api_process(variant.url, command="api", **options) as api,
+            worker_process(variant.url, **options) as worker,
         ):
             yield api.base_url, {"api": api, "worker": worker}
     else:
-        with api_process(url, command="up", preamble=agent.preamble, extra_env=env) as up:
+        with api_process(variant.url, command="up", **options) as up:
             yield up.base_url, {"yuxi": up}
 
 
@@ -697,19 +749,62 @@ def parse_env(spec: str) -> dict[str, str]:
     return {key: value for key, _, value in pairs}
 
 
+@contextlib.contextmanager
+def checkout_database(url: str, checkout: Path) -> Iterator[str]:
+    """A database of its own on the same server, migrated by ``checkout``'s yuxi."""
+    name = f"{psycopg.conninfo.conninfo_to_dict(url)['dbname']}_cmp"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+    other = psycopg.conninfo.make_conninfo(url, dbname=name)
+    try:
+        uv = shutil.which("uv") or "uv"
+        migrate = "import sys; from yuxi.db.migrations import migrate; migrate(sys.argv[1])"
+        subprocess.run(
+            [uv, "run", "--no-sync", "python", "-c", migrate, other], cwd=checkout, check=True
+        )
+        yield other
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    psycopg.sql.Identifier(name)
+                )
+            )
+
+
+def checkout_label(checkout: Path) -> str:
+    found = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+    )
+    return found.stdout.strip() or checkout.name
+
+
 async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
     url = database.url
     agent = load_agent(args.agent)
     token, threads = seed(url, agent, args.threads)
     floor_threads = [uuid4() for _ in threads]  # checkpoint threads of their own
-    variants: dict[str, tuple[bool, dict[str, str]]] = {"yuxi": (False, {})}
+    variants: dict[str, Variant] = {"yuxi": Variant(url, token, threads)}
     for spec in args.also_env:
-        variants[f"yuxi {spec}"] = (False, parse_env(spec))
+        variants[f"yuxi {spec}"] = Variant(url, token, threads, env=parse_env(spec))
     if args.split:
-        variants["yuxi api + worker"] = (True, {})
-    names = ["floor", *variants]
-    sides = {name: Side(name) for name in names}
-    with tempfile.TemporaryDirectory() as workdir:
+        variants["yuxi api + worker"] = Variant(url, token, threads, split=True)
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as workdir:
+        if args.compare_checkout is not None:
+            other = stack.enter_context(checkout_database(url, args.compare_checkout))
+            other_token, other_threads = seed(other, agent, args.threads)
+            label = checkout_label(args.compare_checkout)
+            variants[f"yuxi @{label}"] = Variant(
+                other, other_token, other_threads, checkout=args.compare_checkout
+            )
+            if args.split:
+                variants[f"yuxi @{label} api + worker"] = Variant(
+                    other, other_token, other_threads, split=True, checkout=args.compare_checkout
+                )
+        names = ["floor", *variants]
+        sides = {name: Side(name) for name in names}
         floor = Floor(agent, url, args.in_flight, workdir)
 
         async def round_of(name: str, sequential_runs: bool) -> None:
@@ -723,19 +818,19 @@ async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
                             args.sequential, floor_threads, floor.run
                         )
             else:
-                split, env = variants[name]
-                with yuxi_processes(url, split, agent, env) as (base_url, processes):
+                variant = variants[name]
+                with yuxi_processes(variant, agent) as (base_url, processes):
                     if not sides[name].rounds:
                         for proc in processes.values():
                             log(f"{name}: {proc.command}, pid {proc.pid}")
-                    client = YuxiClient(base_url, token, args.in_flight)
+                    client = YuxiClient(base_url, variant.token, args.in_flight)
                     try:
                         result = await measured_round(
-                            name, url, processes, threads, args, client.run
+                            name, variant.url, processes, variant.threads, args, client.run
                         )
                         if sequential_runs:
                             sides[name].latencies = await sequential(
-                                args.sequential, threads, client.run
+                                args.sequential, variant.threads, client.run
                             )
                     finally:
                         await client.aclose()

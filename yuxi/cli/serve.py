@@ -190,9 +190,9 @@ def _run_until_stopped(service: Callable[[], Awaitable[None]], stop: threading.E
 
 
 def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's event loop for the serving processes (half the CPU of asyncio's per
-    await, see docs/benchmarks.md#http_runs); asyncio's own with YUXI_EVENT_LOOP=asyncio
-    or where uvloop is not installed (Windows)."""
+    """uvloop's event loop for the serving processes (a database round trip costs a
+    third less CPU than on asyncio's, a run 13% less: docs/benchmarks.md#http_runs);
+    asyncio's own with YUXI_EVENT_LOOP=asyncio or where uvloop is not installed."""
     if os.environ.get("YUXI_EVENT_LOOP", "uvloop").lower() == "asyncio":
         return None
     try:

@@ -64,8 +64,8 @@ def checkpointer_pool(url: str, *, max_size: int, min_size: int = 1) -> AsyncCon
     (``run_finish``, ``run_retry``) or its next event batch, whose flush covers every
     WAL record before it. A crash of the database before that loses at most the last
     checkpoints of a run that had not ended, which is then retried or failed as every
-    run cut by a crash is (docs/operations.md, "Durability"). A run makes a checkpoint
-    per step, so this takes several flush waits off every run."""
+    run cut by a crash is (docs/queue.md, "Commits that do not wait for the disk"). A
+    run makes a checkpoint per step, so this takes several flush waits off every run."""
     return _pool(
         url,
         min_size=min_size,
