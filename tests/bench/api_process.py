@@ -169,12 +169,15 @@ def api_process(
     gc_freeze: bool = False,
     command: str = "api",
     preamble: str = "",
+    checkout: Path | None = None,
 ) -> Iterator[ApiProcess]:
     """Serves the API on ``url`` from its own process until the block ends.
 
     ``command`` is the yuxi command that serves it: ``api`` (the API alone) or ``up``
     (API and worker in one process). ``preamble`` is Python run in that process before
     yuxi's command (``python -c`` then replaces ``yuxi``), e.g. to register a backend.
+    ``checkout``: run the yuxi of another checkout (its code and its virtualenv, which
+    ``uv sync`` must have made), e.g. an earlier commit to compare with.
 
     Diagnostics (each runs ``yuxi.cli.main(["api"])`` from ``python -c`` instead): with
     ``profile_to`` the process runs under cProfile and writes its stats there when it
@@ -231,7 +234,7 @@ def api_process(
                 env=env,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
-                cwd=Path(__file__).resolve().parents[2],
+                cwd=checkout or Path(__file__).resolve().parents[2],
             )
         base_url = f"http://127.0.0.1:{port}"
         try:
@@ -287,7 +290,11 @@ def mib(value: float) -> str:
 
 @contextmanager
 def worker_process(
-    url: str, *, extra_env: Mapping[str, str] | None = None, preamble: str = ""
+    url: str,
+    *,
+    extra_env: Mapping[str, str] | None = None,
+    preamble: str = "",
+    checkout: Path | None = None,
 ) -> Iterator[ApiProcess]:
     """``uv run yuxi worker`` on ``url`` as a process of its own until the block ends
     (``base_url`` is empty: a worker serves no HTTP). Ready once it registered with
@@ -316,7 +323,7 @@ def worker_process(
                 env=env,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
-                cwd=Path(__file__).resolve().parents[2],
+                cwd=checkout or Path(__file__).resolve().parents[2],
             )
         try:
             deadline = time.monotonic() + 60
