@@ -147,24 +147,10 @@ async def run_claim(
     )
 
 
-class _ClaimedExecution(msgspec.Struct, frozen=True):
-    """A row of ``yuxi.run_claim_execution``: a ClaimedRun's fields, then the rest of
-    an ExecutionInput's."""
+class _ClaimedExecution(ClaimedRun, frozen=True):
+    """A row of ``yuxi.run_claim_execution``: a ClaimedRun, then the rest of an
+    ExecutionInput's columns."""
 
-    run_id: UUID
-    thread_id: UUID
-    uid: UUID
-    agent_slug: str
-    request_id: str
-    run_type: str
-    created_by_run_id: UUID | None
-    input_message_id: int | None
-    input_payload: dict[str, Any]
-    lease_token: UUID
-    lease_expires_at: datetime
-    attempt_no: int
-    started_at: datetime
-    manifest_fingerprint: str | None
     backend_id: str | None
     agent_config: dict[str, Any] | None
     agent_updated_at: datetime | None
@@ -175,7 +161,6 @@ class _ClaimedExecution(msgspec.Struct, frozen=True):
     visible_subagents: list[str]
 
 
-_CLAIMED_FIELDS = ClaimedRun.__struct_fields__
 _INPUT_FIELDS = ExecutionInput.__struct_fields__
 
 
@@ -196,9 +181,7 @@ async def run_claim_execution(
         " p_lease_seconds => %(lease_seconds)s, p_now => %(now)s)",
         {"run_id": run_id, "worker": worker, "lease_seconds": lease_seconds, "now": now},
     )
-    claimed = ClaimedRun(**{name: getattr(row, name) for name in _CLAIMED_FIELDS})
-    execution = ExecutionInput(**{name: getattr(row, name) for name in _INPUT_FIELDS})
-    return claimed, execution
+    return row, ExecutionInput(**{name: getattr(row, name) for name in _INPUT_FIELDS})
 
 
 async def run_renew_lease(
