@@ -62,6 +62,7 @@ from yuxi.queue.threads import (
 
 Conn = NamedDependency[AsyncConnection[Any]]
 MAX_SEQ = 2**63 - 1  # event seqs are bigint
+STREAM_PAGE = 1000  # events a stream reads at once
 
 
 def request_view(info: RequestInfo) -> RequestView:
@@ -280,20 +281,23 @@ async def _stream(
             # events and the run's status in one snapshot: a run seen ended has all its
             # events in the same read
             async with app.pool.connection() as conn:
-                rows = await run_stream_read(conn, run_id, last)
+                rows = await run_stream_read(conn, run_id, last, STREAM_PAGE)
             if not rows:
                 raise NotFound(f"run {run_id} not found")
+            sent = 0
             for row in rows:
                 if row.seq is None:
-                    break
+                    break  # the row of a read with no event
                 last = row.seq
+                sent += 1
                 yield sse_message(row.payload, event=row.event, id=row.seq)
                 if row.event == "end":
                     return
-            else:
-                continue  # events came: read on
+            if sent == STREAM_PAGE:
+                continue  # a full page: more may be stored already
             if rows[0].run_status in ENDED_RUN_STATUSES:
-                # the client is already past the run's end: send that same end again
+                # ended, and its end was not in this read: the client is already past it
+                # (send that same end again), or the run was ended by hand
                 async with app.pool.connection() as conn:
                     end = await run_end_event(conn, run_id)
                 if end is not None:
@@ -305,6 +309,7 @@ async def _stream(
                         id=rows[0].last_event_seq,
                     )
                 return
+            # what is committed after this read notifies this subscription
             try:
                 await asyncio.wait_for(news.wait(), heartbeat)
             except TimeoutError:
