@@ -216,34 +216,55 @@ def api_process(
         command_line = ["python", "-c", code]
     argv = [uv, "run", "--no-sync", *command_line] if uv else command_line
     with tempfile.TemporaryDirectory(prefix="yuxi-bench-api-") as home:
-        env = {
-            **os.environ,
-            "YUXI_DATABASE_URL": url,
+        settings = {
             "YUXI_PORT": str(port),
             "YUXI_HOST": "127.0.0.1",
-            "YUXI_HOME": home,
             "YUXI_POOL_MAX_SIZE": str(pool_max_size),
-            "YUXI_LOG_LEVEL": "INFO",  # as shipped: one access line per request, to a file
             **(extra_env or {}),
         }
-        env.pop("YUXI_BENCH_DATABASE_URL", None)
         log_path = Path(home) / "api.log"
-        with log_path.open("wb") as log_file:
-            launcher = subprocess.Popen(
-                argv,
-                env=env,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                cwd=checkout or Path(__file__).resolve().parents[2],
-            )
+        launcher, env = _launch(argv, url, Path(home), settings, log_path, checkout)
         base_url = f"http://127.0.0.1:{port}"
         try:
             pid = _wait_ready(launcher, base_url, startup_seconds, log_path)
-            env_shown = {k: v for k, v in env.items() if k.startswith("YUXI_") and k != "YUXI_HOME"}
             label = ("uv run --no-sync " if uv else "") + (shown or " ".join(command_line))
-            yield ApiProcess(base_url, launcher.pid, pid, label, env_shown)
+            yield ApiProcess(base_url, launcher.pid, pid, label, _shown(env))
         finally:
             _stop(launcher)
+
+
+def _launch(
+    argv: list[str],
+    url: str,
+    home: Path,
+    settings: Mapping[str, str],
+    log_path: Path,
+    checkout: Path | None,
+) -> tuple[subprocess.Popen[Any], dict[str, str]]:
+    """Starts ``argv`` on the database ``url`` with its home in ``home``, ``settings``
+    (``YUXI_*``) on top of this environment, its output to ``log_path``; returns the
+    process and the environment it got."""
+    env = {
+        **os.environ,
+        "YUXI_DATABASE_URL": url,
+        "YUXI_HOME": str(home),
+        "YUXI_LOG_LEVEL": "INFO",  # as shipped: one access line per request, to a file
+        **settings,
+    }
+    env.pop("YUXI_BENCH_DATABASE_URL", None)
+    with log_path.open("wb") as log_file:
+        launcher = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=checkout or Path(__file__).resolve().parents[2],
+        )
+    return launcher, env
+
+
+def _shown(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith("YUXI_") and k != "YUXI_HOME"}
 
 
 def _wait_ready(
@@ -305,26 +326,11 @@ def worker_process(
         command_line = ["python", "-c", f"{preamble}\nfrom yuxi.cli import main\nmain(['worker'])"]
     argv = [uv, "run", "--no-sync", *command_line] if uv else command_line
     with tempfile.TemporaryDirectory(prefix="yuxi-bench-worker-") as home:
-        env = {
-            **os.environ,
-            "YUXI_DATABASE_URL": url,
-            "YUXI_HOME": home,
-            "YUXI_LOG_LEVEL": "INFO",
-            **(extra_env or {}),
-        }
-        env.pop("YUXI_BENCH_DATABASE_URL", None)
         log_path = Path(home) / "worker.log"
         with psycopg.connect(url, autocommit=True) as conn:
             row = conn.execute("SELECT count(*) FROM procrastinate_workers").fetchone()
             before = row[0] if row else 0
-        with log_path.open("wb") as log_file:
-            launcher = subprocess.Popen(
-                argv,
-                env=env,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                cwd=checkout or Path(__file__).resolve().parents[2],
-            )
+        launcher, env = _launch(argv, url, Path(home), extra_env or {}, log_path, checkout)
         try:
             deadline = time.monotonic() + 60
             with psycopg.connect(url, autocommit=True) as conn:
@@ -344,7 +350,6 @@ def worker_process(
             if pid is None:
                 raise RuntimeError("cannot find the yuxi process under the launcher")
             label = ("uv run --no-sync " if uv else "") + " ".join(command_line[:2])
-            shown = {k: v for k, v in env.items() if k.startswith("YUXI_") and k != "YUXI_HOME"}
-            yield ApiProcess("", launcher.pid, pid, label, shown)
+            yield ApiProcess("", launcher.pid, pid, label, _shown(env))
         finally:
             _stop(launcher)

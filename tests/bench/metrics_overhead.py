@@ -29,23 +29,17 @@ Target: metrics/baseline submits/s ≥ 0.97.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.bench.api_overhead import Side, Threads, http_client, http_submit, timed_window
-from tests.bench.api_process import ApiProcess, _stop, _wait_ready, free_port, seed_api_owner
+from tests.bench.api_process import ApiProcess, api_process, seed_api_owner
 from tests.bench.harness import (
     BenchDatabase,
     log,
@@ -61,11 +55,9 @@ TARGET = 0.97
 
 # both sides import yuxi.api.app before serve_api's gc.freeze(), so that the two
 # processes freeze the same objects
-CODE = """import functools
+PREAMBLE = """import functools
 import yuxi.api.app
 yuxi.api.app.create_app = functools.partial(yuxi.api.app.create_app, count_requests={count})
-from yuxi.cli import main
-main(["api"])
 """
 
 
@@ -93,37 +85,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 @contextmanager
 def api(url: str, *, count_requests: bool) -> Iterator[ApiProcess]:
     """``yuxi api`` on ``url`` in a process of its own, with or without HTTP metrics."""
-    port = free_port()
-    code = CODE.format(count=count_requests)
-    uv = shutil.which("uv")
-    argv = [uv, "run", "--no-sync", "python", "-c", code] if uv else [sys.executable, "-c", code]
-    with tempfile.TemporaryDirectory(prefix="yuxi-bench-api-") as home:
-        env = {
-            **os.environ,
-            "YUXI_DATABASE_URL": url,
-            "YUXI_PORT": str(port),
-            "YUXI_HOST": "127.0.0.1",
-            "YUXI_HOME": home,
-            "YUXI_POOL_MAX_SIZE": "10",
-            "YUXI_LOG_LEVEL": "INFO",  # as shipped: one access line per request, to a file
-        }
-        env.pop("YUXI_BENCH_DATABASE_URL", None)
-        log_path = Path(home) / "api.log"
-        with log_path.open("wb") as log_file:
-            launcher = subprocess.Popen(
-                argv,
-                env=env,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                cwd=Path(__file__).resolve().parents[2],
-            )
-        base_url = f"http://127.0.0.1:{port}"
-        try:
-            pid = _wait_ready(launcher, base_url, 60.0, log_path)
-            label = f"python -c <create_app(count_requests={count_requests})>"
-            yield ApiProcess(base_url, launcher.pid, pid, label, {"YUXI_POOL_MAX_SIZE": "10"})
-        finally:
-            _stop(launcher)
+    with api_process(url, preamble=PREAMBLE.format(count=count_requests)) as process:
+        yield process
 
 
 def counted_submits(api_process: ApiProcess) -> float:
