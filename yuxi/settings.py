@@ -57,6 +57,9 @@ class Settings:
     # API: SSE heartbeat interval, largest request body accepted
     sse_heartbeat_seconds: float = 15.0
     max_body_bytes: int = 1024 * 1024
+    # API: attachments, the largest file and the most bytes one conversation may hold
+    attachment_max_bytes: int = 100 * 1024 * 1024
+    thread_attachments_max_bytes: int = 1024 * 1024 * 1024
 
     @property
     def pgdata(self) -> Path:
@@ -82,6 +85,10 @@ class Settings:
             maintenance_seconds=_env_int("YUXI_MAINTENANCE_SECONDS", 5),
             sse_heartbeat_seconds=_env_float("YUXI_SSE_HEARTBEAT_SECONDS", 15.0),
             max_body_bytes=_env_int("YUXI_MAX_BODY_BYTES", 1024 * 1024),
+            attachment_max_bytes=_env_int("YUXI_ATTACHMENT_MAX_BYTES", 100 * 1024 * 1024),
+            thread_attachments_max_bytes=_env_int(
+                "YUXI_THREAD_ATTACHMENTS_MAX_BYTES", 1024 * 1024 * 1024
+            ),
         ).validated()
 
     def validated(self) -> Settings:
@@ -103,6 +110,10 @@ class Settings:
             )
         if not 1 <= self.maintenance_seconds <= 59:
             raise SettingsError("YUXI_MAINTENANCE_SECONDS must be between 1 and 59")
+        if self.attachment_max_bytes < 1 or self.thread_attachments_max_bytes < 1:
+            raise SettingsError(
+                "YUXI_ATTACHMENT_MAX_BYTES and YUXI_THREAD_ATTACHMENTS_MAX_BYTES must be positive"
+            )
         if self.pool_timeout_seconds <= 0:
             raise SettingsError("YUXI_POOL_TIMEOUT_SECONDS must be positive")
         if self.pool_min_size < 0 or self.pool_max_size < max(self.pool_min_size, 1):

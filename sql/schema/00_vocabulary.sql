@@ -25,7 +25,7 @@
 --   YQ011 agent_exists
 --   YL001 lease_lost                 YM001 manifest_conflict
 --   YT001 illegal_transition         YN001 not_found
---   YV001 invalid_input
+--   YV001 invalid_input              YF001 payload_too_large
 --
 -- Lock order, everywhere: conversation row, then run row. Functions that only touch a
 -- run under lease (renew, append events, manifest) lock the run alone.
@@ -134,3 +134,13 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 COMMENT ON FUNCTION yuxi.request_id_is_valid(text) IS
     'True for a request_id: 1-128 characters of letters, digits and . _ : - starting with a letter or digit';
+
+-- The name an attachment is stored under in uploads/: one path component, no leading
+-- dot (nothing hidden, never . or ..), no slash, backslash or control character, at
+-- most 255 bytes (what a filesystem takes). The API sanitises names to this.
+CREATE FUNCTION yuxi.attachment_name_is_valid(p_name text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_name ~ '^[^./\\[:cntrl:]][^/\\[:cntrl:]]*$' AND octet_length(p_name) <= 255
+$$;
+COMMENT ON FUNCTION yuxi.attachment_name_is_valid(text) IS
+    'True for an attachment''s stored name: one path component of at most 255 bytes, not starting with a dot, without slash, backslash or control characters';

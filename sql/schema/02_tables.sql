@@ -118,6 +118,26 @@ COMMENT ON COLUMN yuxi.conversations.last_run_id IS
 COMMENT ON COLUMN yuxi.conversations.paused_by_run_id IS
     'Set while the backlog is paused by a failed or cancelled run';
 
+-- Files a user attached to a conversation, stored in its workdir under uploads/. The
+-- row is written in the transaction that moves the uploaded file into place, under the
+-- conversation's lock, so the thread's total cannot pass its limit (yuxi.attachment_add).
+CREATE TABLE yuxi.attachments (
+    id          uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    thread_id   uuid NOT NULL REFERENCES yuxi.conversations (thread_id) ON DELETE CASCADE,
+    uid         uuid NOT NULL REFERENCES yuxi.users (id) ON DELETE CASCADE,
+    filename    text NOT NULL CHECK (yuxi.attachment_name_is_valid(filename)),
+    bytes       bigint NOT NULL CHECK (bytes >= 0),
+    sha256      text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+    media_type  text NOT NULL CHECK (media_type ~ '^[a-z0-9.+-]+/[a-z0-9.+-]+$'),
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    UNIQUE (thread_id, filename)
+);
+COMMENT ON TABLE yuxi.attachments IS
+    'Files attached to a conversation: each is uploads/<filename> in its workdir. Written by yuxi.attachment_add';
+COMMENT ON COLUMN yuxi.attachments.uid IS 'The user who uploaded the file';
+COMMENT ON COLUMN yuxi.attachments.filename IS
+    'The stored name (sanitised; a suffix " (2)" and so on when the name was taken)';
+
 -- uid (here and on agent_runs) is the conversation's user, copied by the functions; it
 -- has no foreign key of its own: rows go with their conversation (ON DELETE CASCADE),
 -- and a key on users would make every submit lock the same user row in share mode.
@@ -407,10 +427,11 @@ CREATE TYPE yuxi.thread_info AS (
     title          text,
     thread_status  text,
     created_at     timestamptz,
-    updated_at     timestamptz
+    updated_at     timestamptz,
+    workdir        text
 );
 COMMENT ON TYPE yuxi.thread_info IS
-    'A thread as the API shows it; thread_status is loading, ready or done';
+    'A thread as the API shows it; thread_status is loading, ready or done; workdir is relative to the user''s workspace';
 
 CREATE TYPE yuxi.occurrence_info AS (
     id             uuid,

@@ -77,12 +77,26 @@ COMMENT ON FUNCTION yuxi.thread_status_of(uuid, uuid) IS
     'Internal: loading (a run is active), ready (a run finished since the thread was last viewed) or done';
 
 -- A conversation as the API shows it.
+-- A conversation's workdir as its user sees it, relative to their workspace:
+-- threads/<thread_id>, or the project's directory (projects/<name>: the API creates
+-- projects inside <YUXI_HOME>/workspaces/<uid>/); NULL for a project directory outside
+-- the workspace (set by hand), whose host path is not shown.
+CREATE FUNCTION yuxi.thread_workdir_shown(c yuxi.conversations) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN c.project_id IS NULL THEN 'threads/' || c.thread_id
+                ELSE (SELECT substring(p.workdir_path FROM '/workspaces/' || c.uid || '/([^/].*)$')
+                      FROM yuxi.projects p WHERE p.id = c.project_id)
+           END
+$$;
+COMMENT ON FUNCTION yuxi.thread_workdir_shown(yuxi.conversations) IS
+    'Internal: the conversation''s workdir relative to its user''s workspace (threads/<id> or the project''s directory), NULL when outside it';
+
 CREATE FUNCTION yuxi.thread_info_of(c yuxi.conversations) RETURNS yuxi.thread_info
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN (c.thread_id, c.agent_slug, c.project_id, c.title,
             yuxi.thread_status_of(c.last_run_id, c.last_viewed_run_id), c.created_at,
-            c.updated_at)::yuxi.thread_info;
+            c.updated_at, yuxi.thread_workdir_shown(c))::yuxi.thread_info;
 END;
 $$;
 COMMENT ON FUNCTION yuxi.thread_info_of(yuxi.conversations) IS
@@ -136,6 +150,59 @@ END;
 $$;
 COMMENT ON FUNCTION yuxi.thread_mark_viewed(uuid, uuid) IS
     'Marks the thread''s latest finished run as seen; returns the thread. Raises not_found (YN001)';
+
+-- A thread's attachments as the worker tells the model of them (run_execution_input):
+-- [{id, filename, path, bytes, media_type}], oldest first; [] for none.
+CREATE FUNCTION yuxi.thread_attachments_json(p_thread_id uuid) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'id', a.id, 'filename', a.filename, 'path', 'uploads/' || a.filename,
+               'bytes', a.bytes, 'media_type', a.media_type) ORDER BY a.created_at, a.id), '[]')
+    FROM yuxi.attachments a WHERE a.thread_id = p_thread_id
+$$;
+COMMENT ON FUNCTION yuxi.thread_attachments_json(uuid) IS
+    'Internal: a thread''s attachments as JSON [{id, filename, path, bytes, media_type}], oldest first';
+
+-- Renames a thread (its title); nothing else about it changes.
+CREATE FUNCTION yuxi.thread_rename(p_uid uuid, p_thread_id uuid, p_title text) RETURNS yuxi.thread_info
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+BEGIN
+    IF p_title IS NULL OR length(p_title) > 200 THEN
+        RAISE EXCEPTION 'a title is at most 200 characters' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    UPDATE yuxi.conversations SET title = p_title, updated_at = clock_timestamp()
+    WHERE thread_id = p_thread_id AND uid = p_uid AND status = 'active'
+    RETURNING * INTO v_conv;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'thread % not found', p_thread_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN yuxi.thread_info_of(v_conv);
+END;
+$$;
+COMMENT ON FUNCTION yuxi.thread_rename(uuid, uuid, text) IS
+    'Sets a live thread''s title (at most 200 characters); returns the thread. Raises invalid_input (YV001), not_found (YN001)';
+
+-- Where a live thread of the user keeps its files: the project's workdir_path (a host
+-- path, for the API's file routes only; never sent to a client), or NULL for the
+-- default <workspace>/threads/<thread_id>.
+CREATE FUNCTION yuxi.thread_workdir(p_uid uuid, p_thread_id uuid) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_path text;
+BEGIN
+    SELECT p.workdir_path INTO v_path
+    FROM yuxi.conversations c LEFT JOIN yuxi.projects p ON p.id = c.project_id
+    WHERE c.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'thread % not found', p_thread_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN v_path;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.thread_workdir(uuid, uuid) IS
+    'The host path of a live thread''s project workdir, or NULL for the default threads/<id> in the user''s workspace (API file routes; never shown to clients). Raises not_found (YN001)';
 
 -- Soft-deletes a thread: its queued requests are cancelled and its active run is asked
 -- to stop, so nothing keeps running for a conversation nobody can see.

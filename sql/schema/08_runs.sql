@@ -47,7 +47,8 @@ RETURNS TABLE (
     input_text         text,
     input_payload      jsonb,
     identity_error     text,
-    visible_subagents  text[]
+    visible_subagents  text[],
+    attachments        jsonb
 )
 LANGUAGE sql STABLE AS $$
     SELECT r.run_id, r.thread_id, r.uid, r.request_id, r.run_type, r.created_by_run_id,
@@ -67,7 +68,8 @@ LANGUAGE sql STABLE AS $$
                WHEN c.project_id IS NOT NULL AND (p.id IS NULL OR p.deleted_at IS NOT NULL) THEN
                    format('project %s of conversation %s no longer exists', c.project_id, r.thread_id)
            END,
-           ARRAY(SELECT s FROM yuxi.subagents_visible_to(r.uid) s)
+           ARRAY(SELECT s FROM yuxi.subagents_visible_to(r.uid) s),
+           yuxi.thread_attachments_json(r.thread_id)
     FROM yuxi.agent_runs r
     LEFT JOIN yuxi.conversations c ON c.thread_id = r.thread_id
     LEFT JOIN yuxi.agents a ON a.slug = r.agent_slug AND a.deleted_at IS NULL
@@ -76,7 +78,7 @@ LANGUAGE sql STABLE AS $$
     WHERE r.run_id = p_run_id
 $$;
 COMMENT ON FUNCTION yuxi.run_execution_input(uuid) IS
-    'Worker: everything needed to execute a run, in one read; identity_error says why the run may not execute (NULL when it may)';
+    'Worker: everything needed to execute a run, in one read; identity_error says why the run may not execute (NULL when it may); attachments are the thread''s files under uploads/';
 
 -- ---------------------------------------------------------------------------------
 -- Leases
@@ -152,7 +154,8 @@ CREATE FUNCTION yuxi.run_claim_execution(
     workdir_path         text,
     input_text           text,
     identity_error       text,
-    visible_subagents    text[]
+    visible_subagents    text[],
+    attachments          jsonb
 )
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -166,7 +169,7 @@ BEGIN
            v_claim.input_payload, v_claim.lease_token, v_claim.lease_expires_at,
            v_claim.attempt_no, v_claim.started_at, v_claim.manifest_fingerprint,
            i.backend_id, i.agent_config, i.agent_updated_at, i.project_id, i.workdir_path,
-           i.input_text, i.identity_error, i.visible_subagents
+           i.input_text, i.identity_error, i.visible_subagents, i.attachments
     FROM yuxi.run_execution_input(p_run_id) i;
 END;
 $$;

@@ -17,6 +17,23 @@ $$;
 COMMENT ON FUNCTION yuxi.thread_runs(uuid, uuid) IS
     'Every run of the user''s thread, lightest form, in creation order';
 
+-- The subagent runs of a thread (the state view's subagent_runs): each child run with
+-- its agent, status and the run that started it, in creation order.
+CREATE FUNCTION yuxi.thread_subagent_runs(p_uid uuid, p_thread_id uuid)
+RETURNS TABLE (run_id uuid, agent_slug text, status text, created_by_run_id uuid,
+               created_at timestamptz, finished_at timestamptz, error_message text)
+LANGUAGE sql STABLE AS $$
+    SELECT r.run_id, r.agent_slug, r.status, r.created_by_run_id, r.created_at, r.finished_at,
+           r.error_message
+    FROM yuxi.agent_runs r
+    JOIN yuxi.conversations c ON c.thread_id = r.thread_id
+    WHERE r.thread_id = p_thread_id AND r.run_type = 'subagent' AND c.uid = p_uid
+      AND c.status = 'active'
+    ORDER BY r.created_at, r.run_id
+$$;
+COMMENT ON FUNCTION yuxi.thread_subagent_runs(uuid, uuid) IS
+    'The subagent runs of the user''s thread (agent, status, parent run), in creation order';
+
 -- Every message of a thread in order (history's `history`); linked to runs by run_id.
 CREATE FUNCTION yuxi.thread_messages(p_uid uuid, p_thread_id uuid)
 RETURNS TABLE (id bigint, role text, content text, run_id uuid, request_id text,
@@ -41,6 +58,7 @@ LANGUAGE sql STABLE AS $$
         || ',"thread_status":' || yuxi.json_text(t.thread_status)
         || ',"created_at":' || yuxi.json_time(t.created_at)
         || ',"updated_at":' || yuxi.json_time(t.updated_at)
+        || ',"workdir":' || yuxi.json_text(t.workdir)
         || '}'
 $$;
 COMMENT ON FUNCTION yuxi.thread_json(yuxi.thread_info) IS

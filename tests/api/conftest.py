@@ -393,8 +393,10 @@ async def api(
     """The API served over HTTP on a database of this module, with alice, bob, admin,
     the ``chatbot`` agent (builtin:scripted) and ``private`` (shared with alice only).
 
-    A module may set ``SSE_HEARTBEAT_SECONDS`` to change the server's heartbeat."""
+    A module may set ``SSE_HEARTBEAT_SECONDS`` to change the server's heartbeat, and
+    ``API_SETTINGS`` (a dict of Settings fields) to change others."""
     heartbeat = getattr(request.module, "SSE_HEARTBEAT_SECONDS", SSE_HEARTBEAT_SECONDS)
+    overrides = getattr(request.module, "API_SETTINGS", {})
     home = tmp_path_factory.mktemp("yuxi-api-home")
     pool = AsyncConnectionPool(
         module_db_url, min_size=1, max_size=10, open=False, kwargs={"autocommit": True}
@@ -407,6 +409,7 @@ async def api(
             port=free_port(),
             pool_max_size=20,
             sse_heartbeat_seconds=heartbeat,
+            **overrides,
         ).validated()
         async with serving(module_db_url, settings) as base_url:
             stack = Api(base_url, module_db_url, home, pool, settings, tokens, uids)

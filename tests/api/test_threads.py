@@ -26,6 +26,7 @@ THREAD_KEYS = {
     "thread_status",
     "created_at",
     "updated_at",
+    "workdir",
 }
 
 

@@ -19,6 +19,7 @@ from yuxi.api.event_hub import EventHub
 from yuxi.api.limits import refuse_deep_json
 from yuxi.api.metrics import HttpMetrics
 from yuxi.api.routes.agents import AgentsController
+from yuxi.api.routes.files import FilesController
 from yuxi.api.routes.metrics import metrics
 from yuxi.api.routes.projects import ProjectsController
 from yuxi.api.routes.requests import RequestEventsController
@@ -71,6 +72,7 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             AgentsController,
             ProjectsController,
             ThreadsController,
+            FilesController,
             RunsController,
             RequestEventsController,
             ScheduledJobsController,

@@ -35,6 +35,10 @@ class SubmitRun(Body):
     query: str
     request_id: str | None = None
     queue_policy: Literal["enqueue", "reject", "steer"] = "enqueue"
+    # an image for this message (base64, or a data: URL), stored as an attachment
+    image_content: str | None = None
+    # ids of this thread's attachments the message refers to (each must exist)
+    attachments: list[UUID] | None = None
     model_spec: str | None = None
     tool_approval_mode: Literal["auto", "ask"] | None = None
 
@@ -138,6 +142,48 @@ class CancelResult(msgspec.Struct, frozen=True):
 class ThreadState(msgspec.Struct, frozen=True):
     agent_state: dict[str, Any]
     interrupt: dict[str, Any] | None
+
+
+class RenameThread(Body):
+    title: str
+
+
+class AttachmentView(msgspec.Struct, frozen=True):
+    """An attachment; ``path`` is relative to the conversation's workdir. ``created`` is
+    false in an upload's answer when the same name and content were already attached."""
+
+    id: UUID
+    thread_id: UUID
+    filename: str
+    path: str
+    bytes: int
+    sha256: str
+    media_type: str
+    created_at: datetime
+    created: bool = True
+
+
+class FileEntry(msgspec.Struct, frozen=True):
+    """A workdir entry; ``kind`` is file, directory or symlink (one leading outside the
+    workdir, never followed); ``path`` is relative to the workdir."""
+
+    name: str
+    path: str
+    kind: str
+    bytes: int | None
+    modified: datetime | None
+    media_type: str | None
+
+
+class FileListing(msgspec.Struct, frozen=True):
+    path: str
+    entries: list[FileEntry]
+    truncated: bool
+
+
+class ArtifactListing(msgspec.Struct, frozen=True):
+    artifacts: list[FileEntry]
+    truncated: bool
 
 
 class CreateProject(Body):

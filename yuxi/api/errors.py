@@ -22,6 +22,7 @@ log = logging.getLogger("yuxi.api")
 STATUS_BY_ERROR: dict[type[queue_errors.QueueError], int] = {
     queue_errors.NotFound: 404,
     queue_errors.InvalidInput: 400,
+    queue_errors.PayloadTooLarge: 413,
 }
 CONFLICT = 409
 

@@ -46,6 +46,8 @@ async def refuse_deep_json(request: Request[object, object, State]) -> None:
     before anything is decoded (the body is read once; the handler's decoding reuses it)."""
     if request.method in ("GET", "HEAD", "OPTIONS", "DELETE"):
         return
+    if request.headers.get("content-type", "").lower().startswith("multipart/"):
+        return  # uploads stream to disk (yuxi/api/uploads.py): never read whole here
     try:
         check_json_depth(await request.body())
     except ValueError as error:

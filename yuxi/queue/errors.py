@@ -91,6 +91,11 @@ class ManifestConflict(QueueError):
     sqlstate = "YM001"
 
 
+class PayloadTooLarge(QueueError):
+    code = "payload_too_large"
+    sqlstate = "YF001"
+
+
 class IllegalTransition(QueueError):
     code = "illegal_transition"
     sqlstate = "YT001"
@@ -114,6 +119,7 @@ BY_SQLSTATE: dict[str, type[QueueError]] = {
         RunNotClaimable,
         LeaseLost,
         ManifestConflict,
+        PayloadTooLarge,
         IllegalTransition,
     )
 }

@@ -35,6 +35,8 @@ class ExecutionInput(msgspec.Struct, frozen=True):
     input_payload: dict[str, Any]
     identity_error: str | None
     visible_subagents: list[str]  # a chatbot's `subagents` when unset or empty
+    # the thread's files under uploads/: [{id, filename, path, bytes, media_type}]
+    attachments: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 class ClaimedRun(msgspec.Struct, frozen=True):
@@ -159,6 +161,7 @@ class _ClaimedExecution(ClaimedRun, frozen=True):
     input_text: str | None
     identity_error: str | None
     visible_subagents: list[str]
+    attachments: list[dict[str, Any]]
 
 
 _INPUT_FIELDS = ExecutionInput.__struct_fields__

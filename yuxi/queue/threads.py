@@ -29,6 +29,9 @@ class Thread(msgspec.Struct, frozen=True):
     thread_status: str
     created_at: datetime
     updated_at: datetime
+    # relative to the user's workspace (threads/<id>, projects/<name>); None when the
+    # project's directory lies outside it
+    workdir: str | None
 
 
 class ThreadRun(msgspec.Struct, frozen=True):
@@ -42,6 +45,18 @@ class ThreadRun(msgspec.Struct, frozen=True):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+
+class SubagentRun(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.thread_subagent_runs``: a child run of the thread."""
+
+    run_id: UUID
+    agent_slug: str
+    status: str
+    created_by_run_id: UUID | None
+    created_at: datetime
+    finished_at: datetime | None
+    error_message: str | None
 
 
 class ThreadQueue(msgspec.Struct, frozen=True):
@@ -125,6 +140,33 @@ async def thread_list(conn: AsyncConnection[Any], uid: UUID) -> list[Thread]:
 
 async def thread_mark_viewed(conn: AsyncConnection[Any], uid: UUID, thread_id: UUID) -> Thread:
     return await call_one(conn, Thread, "yuxi.thread_mark_viewed" + _OWNED, _owned(uid, thread_id))
+
+
+async def thread_rename(
+    conn: AsyncConnection[Any], uid: UUID, thread_id: UUID, title: str
+) -> Thread:
+    """Sets the thread's title (at most 200 characters); nothing else changes."""
+    return await call_one(
+        conn,
+        Thread,
+        "yuxi.thread_rename(p_uid => %(uid)s, p_thread_id => %(thread_id)s, p_title => %(title)s)",
+        {"uid": uid, "thread_id": thread_id, "title": title},
+    )
+
+
+async def thread_workdir(conn: AsyncConnection[Any], uid: UUID, thread_id: UUID) -> str | None:
+    """The host path of the thread's project workdir, None for the default one
+    (``<workspace>/threads/<thread_id>``). NotFound for a thread the user cannot see."""
+    path = await call_scalar(conn, "SELECT yuxi.thread_workdir" + _OWNED, _owned(uid, thread_id))
+    return None if path is None else str(path)
+
+
+async def thread_subagent_runs(
+    conn: AsyncConnection[Any], uid: UUID, thread_id: UUID
+) -> list[SubagentRun]:
+    return await call_many(
+        conn, SubagentRun, "yuxi.thread_subagent_runs" + _OWNED, _owned(uid, thread_id)
+    )
 
 
 async def thread_delete(conn: AsyncConnection[Any], uid: UUID, thread_id: UUID) -> None:

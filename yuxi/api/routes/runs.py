@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -31,8 +34,10 @@ from yuxi.api.dto import (
     ThreadRequests,
 )
 from yuxi.api.event_hub import server_closing
+from yuxi.api.routes.files import conversation_root
 from yuxi.api.sse import EventStream, sse_message
-from yuxi.queue.errors import NotFound
+from yuxi.queue.attachments import attachment_list
+from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
 from yuxi.queue.events import run_end_event, run_stream_read
 from yuxi.queue.requests import (
     RequestInfo,
@@ -59,6 +64,7 @@ from yuxi.queue.threads import (
     thread_queue,
     thread_requests,
 )
+from yuxi.runtime.attachments import attaching, image_extension, stage_bytes, uploads_dir
 
 Conn = NamedDependency[AsyncConnection[Any]]
 MAX_SEQ = 2**63 - 1  # event seqs are bigint
@@ -93,16 +99,73 @@ def run_view(run: Run) -> RunView:
     )
 
 
+async def submit_with_files(
+    state: State, conn: AsyncConnection[Any], user: User, data: SubmitRun
+) -> RequestInfo:
+    """A submit whose body carries an image (stored as an attachment of the thread) or
+    names attachments (each must be the thread's): one transaction stores the image,
+    checks the names and submits, so a refused submit leaves no file behind."""
+    settings = state.yuxi.settings
+    staged = []
+    if data.image_content is not None:
+        image = decode_image(data.image_content, limit=settings.attachment_max_bytes)
+        root = await conversation_root(state, conn, user.uid, data.thread_id)
+        uploads = await asyncio.to_thread(uploads_dir, root)
+        name = f"image-{hashlib.sha256(image).hexdigest()[:12]}.{image_extension(image)}"
+        staged.append(await stage_bytes(uploads, name, image, limit=settings.attachment_max_bytes))
+    async with attaching(
+        conn, user.uid, data.thread_id, staged, thread_limit=settings.thread_attachments_max_bytes
+    ):
+        if data.attachments:
+            known = {row.id for row in await attachment_list(conn, user.uid, data.thread_id)}
+            missing = [str(i) for i in data.attachments if i not in known]
+            if missing:
+                raise InvalidInput(f"not attachments of this thread: {', '.join(missing)}")
+        return await request_submit(
+            conn,
+            uid=user.uid,
+            thread_id=data.thread_id,
+            query=data.query,
+            request_id=data.request_id,
+            queue_policy=data.queue_policy,
+            model_spec=data.model_spec,
+            tool_approval_mode=data.tool_approval_mode,
+        )
+
+
+def decode_image(content: str, *, limit: int) -> bytes:
+    """A run body's ``image_content``: base64, or a ``data:image/...;base64,`` URL, of a
+    PNG, JPEG, GIF or WebP image of at most ``limit`` bytes."""
+    text = content.strip()
+    if text.startswith("data:"):
+        header, comma, text = text.partition(",")
+        if not comma or not header.endswith(";base64"):
+            raise InvalidInput(
+                "image_content as a data: URL must be base64 (data:image/png;base64,...)"
+            )
+    if len(text) > (limit * 4) // 3 + 4:
+        raise PayloadTooLarge(f"image_content is larger than the {limit} bytes a file may have")
+    try:
+        image = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput("image_content is not valid base64") from None
+    if image_extension(image) is None:
+        raise InvalidInput("image_content is not a PNG, JPEG, GIF or WebP image")
+    return image
+
+
 class RunsController(Controller):
     path = "/api/agent"
     tags = ("runs",)
 
     @post("/runs", status_code=202, summary="Submit a message to a conversation's queue")
     async def submit(
-        self, conn: Conn, user: NamedDependency[User], data: JSONBody[SubmitRun]
+        self, state: State, conn: Conn, user: NamedDependency[User], data: JSONBody[SubmitRun]
     ) -> RequestView:
         if data.model_spec is not None:
             parse_model_spec(data.model_spec)  # 400 invalid_model before anything is stored
+        if data.image_content is not None or data.attachments:
+            return request_view(await submit_with_files(state, conn, user, data))
         info = await request_submit(
             conn,
             uid=user.uid,

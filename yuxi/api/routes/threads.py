@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from litestar import Controller, MediaType, delete, get, post
+import msgspec
+from litestar import Controller, MediaType, delete, get, patch, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
@@ -15,17 +18,20 @@ from litestar.response import Stream
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
-from yuxi.api.dto import CreateThread, History, ThreadState
+from yuxi.api.dto import CreateThread, History, RenameThread, ThreadState
+from yuxi.api.routes.files import conversation_root, entry_view
 from yuxi.queue.threads import (
     Thread,
     thread_create,
     thread_delete,
-    thread_get,
     thread_history,
     thread_list,
     thread_mark_viewed,
+    thread_rename,
     thread_runs,
+    thread_subagent_runs,
 )
+from yuxi.runtime.workdir import OUTPUTS, walk_files
 
 Conn = NamedDependency[AsyncConnection[Any]]
 
@@ -62,6 +68,16 @@ class ThreadsController(Controller):
     ) -> None:
         await thread_delete(conn, user.uid, thread_id)
 
+    @patch("/thread/{thread_id:uuid}", summary="Rename a conversation (its title)")
+    async def rename(
+        self,
+        conn: Conn,
+        user: NamedDependency[User],
+        thread_id: FromPath[UUID],
+        data: JSONBody[RenameThread],
+    ) -> Thread:
+        return await thread_rename(conn, user.uid, thread_id, data.title)
+
     @get(
         "/thread/{thread_id:uuid}/history",
         summary="The thread, all its runs, all its messages",
@@ -88,15 +104,34 @@ class ThreadsController(Controller):
     async def agent_state(
         self, state: State, conn: Conn, user: NamedDependency[User], thread_id: FromPath[UUID]
     ) -> ThreadState:
-        await thread_get(conn, user.uid, thread_id)  # 404 for others
+        root = await conversation_root(state, conn, user.uid, thread_id)  # 404 for others
         runs = await thread_runs(conn, user.uid, thread_id)
+        children = await thread_subagent_runs(conn, user.uid, thread_id)
         latest = next((r.status for r in reversed(runs) if r.run_type != "subagent"), None)
         from yuxi.runtime.state import read_thread_state  # LangGraph: on the first state read
 
         result = await read_thread_state(
             state.yuxi.checkpointer, str(thread_id), latest_run_status=latest
         )
+        files, artifacts = await asyncio.to_thread(_workdir_files, root)
+        agent_state = result.agent_state | {
+            "files": files,
+            "artifacts": artifacts,
+            "subagent_runs": [msgspec.to_builtins(child) for child in children],
+        }
         interrupt = None
         if result.interrupt is not None:
             interrupt = {"id": result.interrupt.id, "value": result.interrupt.value}
-        return ThreadState(agent_state=result.agent_state, interrupt=interrupt)
+        return ThreadState(agent_state=agent_state, interrupt=interrupt)
+
+
+def _workdir_files(root: Path) -> tuple[list[Any], list[Any]]:
+    """Every file of the workdir and those under outputs/ (the artifacts), as listed by
+    the files routes."""
+    if not root.is_dir():
+        return [], []
+    base = root.resolve()
+    everything, _more = walk_files(base, base)
+    files = [msgspec.to_builtins(entry_view(e)) for e in everything]
+    artifacts = [f for f in files if f["path"].startswith(f"{OUTPUTS}/")]
+    return files, artifacts
