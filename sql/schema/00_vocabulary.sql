@@ -22,7 +22,7 @@
 --   YQ003 run_busy                   YQ008 run_not_steerable
 --   YQ004 resume_superseded          YQ009 queue_not_paused
 --   YQ005 run_not_interrupted        YQ010 run_not_claimable
---   YQ011 agent_exists
+--   YQ011 agent_exists               YQ012 model_exists
 --   YL001 lease_lost                 YM001 manifest_conflict
 --   YT001 illegal_transition         YN001 not_found
 --   YV001 invalid_input              YF001 payload_too_large

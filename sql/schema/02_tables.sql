@@ -138,6 +138,43 @@ COMMENT ON COLUMN yuxi.attachments.uid IS 'The user who uploaded the file';
 COMMENT ON COLUMN yuxi.attachments.filename IS
     'The stored name (sanitised; a suffix " (2)" and so on when the name was taken)';
 
+-- The model registry (functions in 18_models.sql): platform models (owner_uid NULL,
+-- managed by admins) and users' own models (BYOK). Keys are stored sealed with
+-- AES-256-GCM under the server key and bound to the model's id
+-- (yuxi/runtime/secret_box.py): PostgreSQL never sees a key in the clear, so no
+-- statement log, pg_stat_statements entry or dump holds one.
+CREATE TABLE yuxi.models (
+    id                     uuid PRIMARY KEY,
+    owner_uid              uuid REFERENCES yuxi.users (id) ON DELETE CASCADE,
+    spec                   text NOT NULL CHECK (spec ~ '^[a-z][a-z0-9_-]*:[^[:space:]]+$' AND length(spec) <= 200),
+    name                   text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    base_url               text CHECK (base_url ~ '^https?://[^[:space:]]+$' AND length(base_url) <= 500),
+    api_key_sealed         bytea,
+    api_key_hint           text CHECK (length(api_key_hint) <= 4),
+    streaming              boolean NOT NULL DEFAULT true,
+    function_calling       boolean NOT NULL DEFAULT true,
+    vision                 boolean NOT NULL DEFAULT false,
+    json_mode              boolean NOT NULL DEFAULT false,
+    context_window         integer CHECK (context_window > 0),
+    max_tokens             integer CHECK (max_tokens > 0),
+    temperature            double precision CHECK (temperature BETWEEN 0 AND 2),
+    top_p                  double precision CHECK (top_p > 0 AND top_p <= 1),
+    price_input_per_mtok   numeric(14, 6) CHECK (price_input_per_mtok >= 0),
+    price_output_per_mtok  numeric(14, 6) CHECK (price_output_per_mtok >= 0),
+    price_cached_per_mtok  numeric(14, 6) CHECK (price_cached_per_mtok >= 0),
+    enabled                boolean NOT NULL DEFAULT true,
+    created_at             timestamptz NOT NULL DEFAULT now(),
+    updated_at             timestamptz NOT NULL DEFAULT now(),
+    CHECK ((api_key_sealed IS NULL) = (api_key_hint IS NULL))
+);
+CREATE UNIQUE INDEX models_platform_spec_key ON yuxi.models (spec) WHERE owner_uid IS NULL;
+CREATE UNIQUE INDEX models_owner_spec_key ON yuxi.models (owner_uid, spec) WHERE owner_uid IS NOT NULL;
+COMMENT ON TABLE yuxi.models IS
+    'The model registry: platform models (owner_uid NULL, admins) and users'' own models (BYOK). Keys are sealed by the server key, never stored in the clear';
+COMMENT ON COLUMN yuxi.models.api_key_sealed IS
+    'The API key sealed with AES-256-GCM under the server key, bound to the model id (yuxi/runtime/secret_box.py)';
+COMMENT ON COLUMN yuxi.models.api_key_hint IS 'The key''s last 4 characters at most, to tell keys apart';
+
 -- uid (here and on agent_runs) is the conversation's user, copied by the functions; it
 -- has no foreign key of its own: rows go with their conversation (ON DELETE CASCADE),
 -- and a key on users would make every submit lock the same user row in share mode.

@@ -144,3 +144,19 @@ LANGUAGE sql STABLE AS $$
 $$;
 COMMENT ON FUNCTION yuxi.agent_list() IS
     'Operators: every agent, deleted ones included, with the live users it is shared with';
+
+-- The model registry's table is in 02_tables.sql, its other functions in 18_models.sql;
+-- this one is here because yuxi.run_execution_input (08_runs.sql) reads it.
+-- The model a run of p_uid uses for p_spec: the user's own model of that spec when it
+-- is enabled, else the enabled platform model; with the sealed key (for the worker
+-- only). No row when neither exists; a disabled match is returned with enabled false
+-- so that the caller can say so.
+CREATE FUNCTION yuxi.model_for_user(p_uid uuid, p_spec text) RETURNS SETOF yuxi.models
+LANGUAGE sql STABLE AS $$
+    SELECT m.* FROM yuxi.models m
+    WHERE m.spec = p_spec AND (m.owner_uid = p_uid OR m.owner_uid IS NULL)
+    ORDER BY m.enabled DESC, (m.owner_uid IS NULL)
+    LIMIT 1
+$$;
+COMMENT ON FUNCTION yuxi.model_for_user(uuid, text) IS
+    'Worker and intake: the registry row a spec names for a user (their own enabled one first, then the platform''s), with its sealed key; disabled only when nothing enabled matches';

@@ -48,7 +48,9 @@ RETURNS TABLE (
     input_payload      jsonb,
     identity_error     text,
     visible_subagents  text[],
-    attachments        jsonb
+    attachments        jsonb,
+    model              jsonb,
+    model_key_sealed   bytea
 )
 LANGUAGE sql STABLE AS $$
     SELECT r.run_id, r.thread_id, r.uid, r.request_id, r.run_type, r.created_by_run_id,
@@ -69,16 +71,18 @@ LANGUAGE sql STABLE AS $$
                    format('project %s of conversation %s no longer exists', c.project_id, r.thread_id)
            END,
            ARRAY(SELECT s FROM yuxi.subagents_visible_to(r.uid) s),
-           yuxi.thread_attachments_json(r.thread_id)
+           yuxi.thread_attachments_json(r.thread_id),
+           to_jsonb(mo) - 'api_key_sealed' - 'api_key_hint', mo.api_key_sealed
     FROM yuxi.agent_runs r
     LEFT JOIN yuxi.conversations c ON c.thread_id = r.thread_id
     LEFT JOIN yuxi.agents a ON a.slug = r.agent_slug AND a.deleted_at IS NULL
     LEFT JOIN yuxi.projects p ON p.id = c.project_id
     LEFT JOIN yuxi.messages m ON m.id = r.input_message_id
+    LEFT JOIN LATERAL yuxi.model_for_user(r.uid, r.input_payload->>'model_spec') mo ON true
     WHERE r.run_id = p_run_id
 $$;
 COMMENT ON FUNCTION yuxi.run_execution_input(uuid) IS
-    'Worker: everything needed to execute a run, in one read; identity_error says why the run may not execute (NULL when it may); attachments are the thread''s files under uploads/';
+    'Worker: everything needed to execute a run, in one read; identity_error says why the run may not execute (NULL when it may); attachments are the thread''s files under uploads/; model is the registry row of the run''s model_spec (without its key; NULL when it has none) and model_key_sealed its sealed key';
 
 -- ---------------------------------------------------------------------------------
 -- Leases
@@ -155,7 +159,9 @@ CREATE FUNCTION yuxi.run_claim_execution(
     input_text           text,
     identity_error       text,
     visible_subagents    text[],
-    attachments          jsonb
+    attachments          jsonb,
+    model                jsonb,
+    model_key_sealed     bytea
 )
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -169,7 +175,8 @@ BEGIN
            v_claim.input_payload, v_claim.lease_token, v_claim.lease_expires_at,
            v_claim.attempt_no, v_claim.started_at, v_claim.manifest_fingerprint,
            i.backend_id, i.agent_config, i.agent_updated_at, i.project_id, i.workdir_path,
-           i.input_text, i.identity_error, i.visible_subagents, i.attachments
+           i.input_text, i.identity_error, i.visible_subagents, i.attachments, i.model,
+           i.model_key_sealed
     FROM yuxi.run_execution_input(p_run_id) i;
 END;
 $$;

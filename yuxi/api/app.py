@@ -21,6 +21,7 @@ from yuxi.api.metrics import HttpMetrics
 from yuxi.api.routes.agents import AgentsController
 from yuxi.api.routes.files import FilesController
 from yuxi.api.routes.metrics import metrics
+from yuxi.api.routes.models import ModelsController, MyModelsController
 from yuxi.api.routes.projects import ProjectsController
 from yuxi.api.routes.requests import RequestEventsController
 from yuxi.api.routes.runs import RunsController
@@ -31,6 +32,7 @@ from yuxi.api.routes.users import UsersController
 from yuxi.api.state import AppState
 from yuxi.db.pools import app_pool, checkpointer_pool
 from yuxi.runtime.resources import DatabaseCatalog
+from yuxi.runtime.secret_box import SecretBox
 from yuxi.settings import Settings
 
 log = logging.getLogger("yuxi.api")
@@ -57,7 +59,14 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
         await pool.open()
         await saver_pool.open()
         await hub.start()
-        app.state.yuxi = AppState(settings, pool, saver_pool, hub, DatabaseCatalog(pool))
+        app.state.yuxi = AppState(
+            settings,
+            pool,
+            saver_pool,
+            hub,
+            DatabaseCatalog(pool),
+            SecretBox.from_env(settings.home),
+        )
         try:
             yield
         finally:
@@ -73,6 +82,8 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             ProjectsController,
             ThreadsController,
             FilesController,
+            ModelsController,
+            MyModelsController,
             RunsController,
             RequestEventsController,
             ScheduledJobsController,

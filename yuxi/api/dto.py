@@ -7,7 +7,7 @@ queue's ``AgentSettings`` and ``NewAgent``."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import msgspec
@@ -142,6 +142,58 @@ class CancelResult(msgspec.Struct, frozen=True):
 class ThreadState(msgspec.Struct, frozen=True):
     agent_state: dict[str, Any]
     interrupt: dict[str, Any] | None
+
+
+class ModelCapabilities(Body):
+    streaming: bool | msgspec.UnsetType = msgspec.UNSET
+    function_calling: bool | msgspec.UnsetType = msgspec.UNSET
+    vision: bool | msgspec.UnsetType = msgspec.UNSET
+    json_mode: bool | msgspec.UnsetType = msgspec.UNSET
+
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
+Price = Annotated[float, msgspec.Meta(ge=0, le=1_000_000)]
+BaseUrl = Annotated[str, msgspec.Meta(pattern=r"^https?://\S+$", max_length=500)]
+
+
+class ModelBody(Body):
+    """A model to register (``spec`` and ``name`` required) or the fields to change
+    (only those sent; ``null`` clears an optional one, ``api_key: null`` removes the
+    key)."""
+
+    spec: str | msgspec.UnsetType = msgspec.UNSET
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | msgspec.UnsetType = (
+        msgspec.UNSET
+    )
+    base_url: BaseUrl | msgspec.UnsetType | None = msgspec.UNSET
+    api_key: str | msgspec.UnsetType | None = msgspec.UNSET
+    capabilities: ModelCapabilities | msgspec.UnsetType = msgspec.UNSET
+    context_window: PositiveInt | msgspec.UnsetType | None = msgspec.UNSET
+    max_tokens: PositiveInt | msgspec.UnsetType | None = msgspec.UNSET
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | msgspec.UnsetType | None = (
+        msgspec.UNSET
+    )
+    top_p: Annotated[float, msgspec.Meta(gt=0, le=1)] | msgspec.UnsetType | None = msgspec.UNSET
+    price_input_per_mtok: Price | msgspec.UnsetType | None = msgspec.UNSET
+    price_output_per_mtok: Price | msgspec.UnsetType | None = msgspec.UNSET
+    price_cached_per_mtok: Price | msgspec.UnsetType | None = msgspec.UNSET
+    enabled: bool | msgspec.UnsetType = msgspec.UNSET
+
+    def present(self) -> dict[str, Any]:
+        """The fields sent, as plain values (``capabilities`` a dict)."""
+        sent = {
+            f: getattr(self, f)
+            for f in self.__struct_fields__
+            if getattr(self, f) is not msgspec.UNSET
+        }
+        if "capabilities" in sent:
+            caps = sent["capabilities"]
+            sent["capabilities"] = {
+                f: getattr(caps, f)
+                for f in caps.__struct_fields__
+                if getattr(caps, f) is not msgspec.UNSET
+            }
+        return sent
 
 
 class RenameThread(Body):

@@ -10,6 +10,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.api.event_hub import EventHub
 from yuxi.runtime.resources import ResourceCatalog
+from yuxi.runtime.secret_box import SecretBox
 from yuxi.settings import Settings
 
 if TYPE_CHECKING:
@@ -25,6 +26,8 @@ class AppState:
     hub: EventHub
     # what each user may select in an agent's resource fields (the agent detail's form)
     catalog: ResourceCatalog
+    # seals the model keys users send (never opened in the API)
+    secrets: SecretBox
     _checkpointer: AsyncPostgresSaver | None = field(default=None, init=False)
 
     @property

@@ -76,6 +76,11 @@ class AgentExists(QueueError):
     sqlstate = "YQ011"
 
 
+class ModelExists(QueueError):
+    code = "model_exists"
+    sqlstate = "YQ012"
+
+
 class RunNotClaimable(QueueError):
     code = "run_not_claimable"
     sqlstate = "YQ010"
@@ -115,6 +120,7 @@ BY_SQLSTATE: dict[str, type[QueueError]] = {
         SteerAlreadyPending,
         RunNotSteerable,
         AgentExists,
+        ModelExists,
         QueueNotPaused,
         RunNotClaimable,
         LeaseLost,

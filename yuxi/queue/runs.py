@@ -37,6 +37,9 @@ class ExecutionInput(msgspec.Struct, frozen=True):
     visible_subagents: list[str]  # a chatbot's `subagents` when unset or empty
     # the thread's files under uploads/: [{id, filename, path, bytes, media_type}]
     attachments: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    # the registry row of input_payload's model_spec (no key), and its sealed key
+    model: dict[str, Any] | None = None
+    model_key_sealed: bytes | None = None
 
 
 class ClaimedRun(msgspec.Struct, frozen=True):
@@ -162,6 +165,8 @@ class _ClaimedExecution(ClaimedRun, frozen=True):
     identity_error: str | None
     visible_subagents: list[str]
     attachments: list[dict[str, Any]]
+    model: dict[str, Any] | None
+    model_key_sealed: bytes | None
 
 
 _INPUT_FIELDS = ExecutionInput.__struct_fields__

@@ -1,0 +1,360 @@
+-- The model registry: platform models and users' own (BYOK), keys sealed by the server
+-- key; the execution input carries the run's model (without its key) and its sealed key.
+
+-- The model registry (functions in 18_models.sql): platform models (owner_uid NULL,
+-- managed by admins) and users' own models (BYOK). Keys are stored sealed with
+-- AES-256-GCM under the server key and bound to the model's id
+-- (yuxi/runtime/secret_box.py): PostgreSQL never sees a key in the clear, so no
+-- statement log, pg_stat_statements entry or dump holds one.
+CREATE TABLE yuxi.models (
+    id                     uuid PRIMARY KEY,
+    owner_uid              uuid REFERENCES yuxi.users (id) ON DELETE CASCADE,
+    spec                   text NOT NULL CHECK (spec ~ '^[a-z][a-z0-9_-]*:[^[:space:]]+$' AND length(spec) <= 200),
+    name                   text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    base_url               text CHECK (base_url ~ '^https?://[^[:space:]]+$' AND length(base_url) <= 500),
+    api_key_sealed         bytea,
+    api_key_hint           text CHECK (length(api_key_hint) <= 4),
+    streaming              boolean NOT NULL DEFAULT true,
+    function_calling       boolean NOT NULL DEFAULT true,
+    vision                 boolean NOT NULL DEFAULT false,
+    json_mode              boolean NOT NULL DEFAULT false,
+    context_window         integer CHECK (context_window > 0),
+    max_tokens             integer CHECK (max_tokens > 0),
+    temperature            double precision CHECK (temperature BETWEEN 0 AND 2),
+    top_p                  double precision CHECK (top_p > 0 AND top_p <= 1),
+    price_input_per_mtok   numeric(14, 6) CHECK (price_input_per_mtok >= 0),
+    price_output_per_mtok  numeric(14, 6) CHECK (price_output_per_mtok >= 0),
+    price_cached_per_mtok  numeric(14, 6) CHECK (price_cached_per_mtok >= 0),
+    enabled                boolean NOT NULL DEFAULT true,
+    created_at             timestamptz NOT NULL DEFAULT now(),
+    updated_at             timestamptz NOT NULL DEFAULT now(),
+    CHECK ((api_key_sealed IS NULL) = (api_key_hint IS NULL))
+);
+CREATE UNIQUE INDEX models_platform_spec_key ON yuxi.models (spec) WHERE owner_uid IS NULL;
+CREATE UNIQUE INDEX models_owner_spec_key ON yuxi.models (owner_uid, spec) WHERE owner_uid IS NOT NULL;
+COMMENT ON TABLE yuxi.models IS
+    'The model registry: platform models (owner_uid NULL, admins) and users'' own models (BYOK). Keys are sealed by the server key, never stored in the clear';
+COMMENT ON COLUMN yuxi.models.api_key_sealed IS
+    'The API key sealed with AES-256-GCM under the server key, bound to the model id (yuxi/runtime/secret_box.py)';
+COMMENT ON COLUMN yuxi.models.api_key_hint IS 'The key''s last 4 characters at most, to tell keys apart';
+
+-- A model as clients see it: everything but the sealed key (has_key says whether one
+-- is set, api_key_hint its last characters).
+CREATE TYPE yuxi.model_info AS (
+    id                     uuid,
+    owner_uid              uuid,
+    spec                   text,
+    name                   text,
+    base_url               text,
+    has_key                boolean,
+    api_key_hint           text,
+    streaming              boolean,
+    function_calling       boolean,
+    vision                 boolean,
+    json_mode              boolean,
+    context_window         integer,
+    max_tokens             integer,
+    temperature            double precision,
+    top_p                  double precision,
+    price_input_per_mtok   numeric,
+    price_output_per_mtok  numeric,
+    price_cached_per_mtok  numeric,
+    enabled                boolean,
+    created_at             timestamptz,
+    updated_at             timestamptz
+);
+COMMENT ON TYPE yuxi.model_info IS 'A registered model as the API shows it: never its key, only has_key and api_key_hint';
+
+CREATE FUNCTION yuxi.model_info_of(m yuxi.models) RETURNS yuxi.model_info
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT (m.id, m.owner_uid, m.spec, m.name, m.base_url, m.api_key_sealed IS NOT NULL,
+            m.api_key_hint, m.streaming, m.function_calling, m.vision, m.json_mode,
+            m.context_window, m.max_tokens, m.temperature, m.top_p, m.price_input_per_mtok,
+            m.price_output_per_mtok, m.price_cached_per_mtok, m.enabled, m.created_at,
+            m.updated_at)::yuxi.model_info
+$$;
+COMMENT ON FUNCTION yuxi.model_info_of(yuxi.models) IS 'Internal: a models row without its sealed key';
+
+-- Fields a client may set, with their types; anything else in p_fields is refused.
+CREATE FUNCTION yuxi.model_check_fields(p_fields jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_key text;
+BEGIN
+    IF jsonb_typeof(p_fields) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'model fields must be a JSON object' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    FOR v_key IN SELECT jsonb_object_keys(p_fields) LOOP
+        IF v_key NOT IN ('spec', 'name', 'base_url', 'streaming', 'function_calling', 'vision',
+                         'json_mode', 'context_window', 'max_tokens', 'temperature', 'top_p',
+                         'price_input_per_mtok', 'price_output_per_mtok', 'price_cached_per_mtok',
+                         'enabled') THEN
+            RAISE EXCEPTION 'unknown model field %', v_key USING ERRCODE = 'YV001', HINT = 'invalid_input';
+        END IF;
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.model_check_fields(jsonb) IS
+    'Internal: raises invalid_input (YV001) for a model field a client may not set';
+
+-- Registers a model: a platform one (p_owner NULL; the API lets only admins) or a
+-- user's own. p_id is chosen by the caller, who seals the key bound to it.
+CREATE FUNCTION yuxi.model_create(
+    p_id uuid, p_owner uuid, p_fields jsonb, p_key_sealed bytea DEFAULT NULL,
+    p_key_hint text DEFAULT NULL
+) RETURNS yuxi.model_info
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_row yuxi.models;
+BEGIN
+    PERFORM yuxi.model_check_fields(p_fields);
+    IF p_fields->>'spec' IS NULL OR p_fields->>'name' IS NULL THEN
+        RAISE EXCEPTION 'a model needs spec and name' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    INSERT INTO yuxi.models (id, owner_uid, spec, name, base_url, api_key_sealed, api_key_hint,
+                             streaming, function_calling, vision, json_mode, context_window,
+                             max_tokens, temperature, top_p, price_input_per_mtok,
+                             price_output_per_mtok, price_cached_per_mtok, enabled)
+    VALUES (p_id, p_owner, p_fields->>'spec', p_fields->>'name', p_fields->>'base_url',
+            p_key_sealed, p_key_hint,
+            coalesce((p_fields->>'streaming')::boolean, true),
+            coalesce((p_fields->>'function_calling')::boolean, true),
+            coalesce((p_fields->>'vision')::boolean, false),
+            coalesce((p_fields->>'json_mode')::boolean, false),
+            (p_fields->>'context_window')::integer, (p_fields->>'max_tokens')::integer,
+            (p_fields->>'temperature')::double precision, (p_fields->>'top_p')::double precision,
+            (p_fields->>'price_input_per_mtok')::numeric, (p_fields->>'price_output_per_mtok')::numeric,
+            (p_fields->>'price_cached_per_mtok')::numeric,
+            coalesce((p_fields->>'enabled')::boolean, true))
+    ON CONFLICT DO NOTHING
+    RETURNING * INTO v_row;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'model % is already registered%', p_fields->>'spec',
+            CASE WHEN p_owner IS NULL THEN '' ELSE ' for this user' END
+            USING ERRCODE = 'YQ012', HINT = 'model_exists';
+    END IF;
+    RETURN yuxi.model_info_of(v_row);
+END;
+$$;
+COMMENT ON FUNCTION yuxi.model_create(uuid, uuid, jsonb, bytea, text) IS
+    'Registers a platform model (p_owner NULL) or a user''s own; p_fields as the API body (spec, name, base_url, flags, parameters, prices, enabled). Raises invalid_input (YV001), model_exists (YQ012)';
+
+-- Changes the fields present in p_fields (a JSON null clears an optional one) and,
+-- with p_set_key, the key (NULL removes it). p_owner NULL addresses a platform model.
+CREATE FUNCTION yuxi.model_update(
+    p_id uuid, p_owner uuid, p_fields jsonb, p_set_key boolean DEFAULT false,
+    p_key_sealed bytea DEFAULT NULL, p_key_hint text DEFAULT NULL
+) RETURNS yuxi.model_info
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_row yuxi.models;
+    f jsonb := p_fields;
+BEGIN
+    PERFORM yuxi.model_check_fields(f);
+    IF (f ? 'spec' AND f->>'spec' IS NULL) OR (f ? 'name' AND f->>'name' IS NULL) THEN
+        RAISE EXCEPTION 'spec and name cannot be cleared' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    UPDATE yuxi.models m SET
+        spec = CASE WHEN f ? 'spec' THEN f->>'spec' ELSE m.spec END,
+        name = CASE WHEN f ? 'name' THEN f->>'name' ELSE m.name END,
+        base_url = CASE WHEN f ? 'base_url' THEN f->>'base_url' ELSE m.base_url END,
+        streaming = CASE WHEN f ? 'streaming' THEN coalesce((f->>'streaming')::boolean, true) ELSE m.streaming END,
+        function_calling = CASE WHEN f ? 'function_calling' THEN coalesce((f->>'function_calling')::boolean, true) ELSE m.function_calling END,
+        vision = CASE WHEN f ? 'vision' THEN coalesce((f->>'vision')::boolean, false) ELSE m.vision END,
+        json_mode = CASE WHEN f ? 'json_mode' THEN coalesce((f->>'json_mode')::boolean, false) ELSE m.json_mode END,
+        context_window = CASE WHEN f ? 'context_window' THEN (f->>'context_window')::integer ELSE m.context_window END,
+        max_tokens = CASE WHEN f ? 'max_tokens' THEN (f->>'max_tokens')::integer ELSE m.max_tokens END,
+        temperature = CASE WHEN f ? 'temperature' THEN (f->>'temperature')::double precision ELSE m.temperature END,
+        top_p = CASE WHEN f ? 'top_p' THEN (f->>'top_p')::double precision ELSE m.top_p END,
+        price_input_per_mtok = CASE WHEN f ? 'price_input_per_mtok' THEN (f->>'price_input_per_mtok')::numeric ELSE m.price_input_per_mtok END,
+        price_output_per_mtok = CASE WHEN f ? 'price_output_per_mtok' THEN (f->>'price_output_per_mtok')::numeric ELSE m.price_output_per_mtok END,
+        price_cached_per_mtok = CASE WHEN f ? 'price_cached_per_mtok' THEN (f->>'price_cached_per_mtok')::numeric ELSE m.price_cached_per_mtok END,
+        enabled = CASE WHEN f ? 'enabled' THEN coalesce((f->>'enabled')::boolean, true) ELSE m.enabled END,
+        api_key_sealed = CASE WHEN p_set_key THEN p_key_sealed ELSE m.api_key_sealed END,
+        api_key_hint = CASE WHEN p_set_key THEN p_key_hint ELSE m.api_key_hint END,
+        updated_at = now()
+    WHERE m.id = p_id AND m.owner_uid IS NOT DISTINCT FROM p_owner
+    RETURNING * INTO v_row;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'model % not found', p_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN yuxi.model_info_of(v_row);
+EXCEPTION
+    WHEN unique_violation THEN
+        RAISE EXCEPTION 'model % is already registered', f->>'spec' USING ERRCODE = 'YQ012', HINT = 'model_exists';
+END;
+$$;
+COMMENT ON FUNCTION yuxi.model_update(uuid, uuid, jsonb, boolean, bytea, text) IS
+    'Changes the fields present in p_fields of a platform model (p_owner NULL) or a user''s own, and the key with p_set_key. Raises invalid_input (YV001), not_found (YN001), model_exists (YQ012)';
+
+CREATE FUNCTION yuxi.model_delete(p_id uuid, p_owner uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM yuxi.models WHERE id = p_id AND owner_uid IS NOT DISTINCT FROM p_owner;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'model % not found', p_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.model_delete(uuid, uuid) IS
+    'Removes a platform model (p_owner NULL) or a user''s own. Raises not_found (YN001)';
+
+-- One model of the registry as its owner (or, for a platform model, anyone) sees it.
+CREATE FUNCTION yuxi.model_get(p_id uuid, p_owner uuid) RETURNS yuxi.model_info
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_row yuxi.models;
+BEGIN
+    SELECT * INTO v_row FROM yuxi.models WHERE id = p_id AND owner_uid IS NOT DISTINCT FROM p_owner;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'model % not found', p_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN yuxi.model_info_of(v_row);
+END;
+$$;
+COMMENT ON FUNCTION yuxi.model_get(uuid, uuid) IS
+    'A platform model (p_owner NULL) or one of the user''s own, without its key. Raises not_found (YN001)';
+
+-- Platform models (p_owner NULL) or a user's own, by spec; p_enabled_only for what a
+-- user may pick.
+CREATE FUNCTION yuxi.model_list(p_owner uuid, p_enabled_only boolean DEFAULT false)
+RETURNS SETOF yuxi.model_info
+LANGUAGE sql STABLE AS $$
+    SELECT (yuxi.model_info_of(m)).* FROM yuxi.models m
+    WHERE m.owner_uid IS NOT DISTINCT FROM p_owner AND (m.enabled OR NOT p_enabled_only)
+    ORDER BY m.spec
+$$;
+COMMENT ON FUNCTION yuxi.model_list(uuid, boolean) IS
+    'Platform models (p_owner NULL) or a user''s own models, by spec, without keys; p_enabled_only leaves out disabled ones';
+
+-- The model registry's table is in 02_tables.sql, its other functions in 18_models.sql;
+-- this one is here because yuxi.run_execution_input (08_runs.sql) reads it.
+-- The model a run of p_uid uses for p_spec: the user's own model of that spec when it
+-- is enabled, else the enabled platform model; with the sealed key (for the worker
+-- only). No row when neither exists; a disabled match is returned with enabled false
+-- so that the caller can say so.
+CREATE FUNCTION yuxi.model_for_user(p_uid uuid, p_spec text) RETURNS SETOF yuxi.models
+LANGUAGE sql STABLE AS $$
+    SELECT m.* FROM yuxi.models m
+    WHERE m.spec = p_spec AND (m.owner_uid = p_uid OR m.owner_uid IS NULL)
+    ORDER BY m.enabled DESC, (m.owner_uid IS NULL)
+    LIMIT 1
+$$;
+COMMENT ON FUNCTION yuxi.model_for_user(uuid, text) IS
+    'Worker and intake: the registry row a spec names for a user (their own enabled one first, then the platform''s), with its sealed key; disabled only when nothing enabled matches';
+
+DROP FUNCTION yuxi.run_claim_execution(uuid, text, double precision, timestamptz);
+DROP FUNCTION yuxi.run_execution_input(uuid);
+
+-- Everything the executor needs about a run, its conversation, agent and project, in
+-- one read. `identity_error` is NULL when the run may execute, else why it may not:
+-- the run needs a live conversation that belongs to the run's user and is bound to the
+-- run's agent (subagent runs: the parent's conversation), and an agent the user can see.
+CREATE FUNCTION yuxi.run_execution_input(p_run_id uuid)
+RETURNS TABLE (
+    run_id             uuid,
+    thread_id          uuid,
+    uid                uuid,
+    request_id         text,
+    run_type           text,
+    created_by_run_id  uuid,
+    agent_slug         text,
+    backend_id         text,
+    agent_config       jsonb,
+    agent_updated_at   timestamptz,
+    project_id         uuid,
+    workdir_path       text,
+    input_text         text,
+    input_payload      jsonb,
+    identity_error     text,
+    visible_subagents  text[],
+    attachments        jsonb,
+    model              jsonb,
+    model_key_sealed   bytea
+)
+LANGUAGE sql STABLE AS $$
+    SELECT r.run_id, r.thread_id, r.uid, r.request_id, r.run_type, r.created_by_run_id,
+           r.agent_slug, a.backend_id, a.config_json, a.updated_at, c.project_id, p.workdir_path,
+           m.content, r.input_payload,
+           CASE
+               WHEN r.thread_id IS NULL OR r.request_id IS NULL OR r.request_id = '' THEN
+                   'the run has no thread or request identity'
+               WHEN c.thread_id IS NULL OR c.status <> 'active' THEN
+                   format('conversation %s no longer exists', r.thread_id)
+               WHEN c.uid <> r.uid THEN
+                   format('conversation %s does not belong to the run''s user', r.thread_id)
+               WHEN r.run_type <> 'subagent' AND c.agent_slug <> r.agent_slug THEN
+                   format('conversation %s is bound to agent %s, not %s', r.thread_id, c.agent_slug, r.agent_slug)
+               WHEN a.slug IS NULL OR NOT yuxi.agent_visible_to(r.agent_slug, r.uid) THEN
+                   format('agent %s is not available to the run''s user', r.agent_slug)
+               WHEN c.project_id IS NOT NULL AND (p.id IS NULL OR p.deleted_at IS NOT NULL) THEN
+                   format('project %s of conversation %s no longer exists', c.project_id, r.thread_id)
+           END,
+           ARRAY(SELECT s FROM yuxi.subagents_visible_to(r.uid) s),
+           yuxi.thread_attachments_json(r.thread_id),
+           to_jsonb(mo) - 'api_key_sealed' - 'api_key_hint', mo.api_key_sealed
+    FROM yuxi.agent_runs r
+    LEFT JOIN yuxi.conversations c ON c.thread_id = r.thread_id
+    LEFT JOIN yuxi.agents a ON a.slug = r.agent_slug AND a.deleted_at IS NULL
+    LEFT JOIN yuxi.projects p ON p.id = c.project_id
+    LEFT JOIN yuxi.messages m ON m.id = r.input_message_id
+    LEFT JOIN LATERAL yuxi.model_for_user(r.uid, r.input_payload->>'model_spec') mo ON true
+    WHERE r.run_id = p_run_id
+$$;
+COMMENT ON FUNCTION yuxi.run_execution_input(uuid) IS
+    'Worker: everything needed to execute a run, in one read; identity_error says why the run may not execute (NULL when it may); attachments are the thread''s files under uploads/; model is the registry row of the run''s model_spec (without its key; NULL when it has none) and model_key_sealed its sealed key';
+
+-- The executor's claim: yuxi.run_claim and yuxi.run_execution_input in one call. Its
+-- commit does not wait for the WAL flush (synchronous_commit off for this transaction):
+-- nothing a run does leaves its worker before the manifest's commit, which is
+-- synchronous and whose flush makes this claim durable too. A crash of the database
+-- before that loses the claim with everything after it: the run is pending again and
+-- its next delivery claims it as if for the first time.
+CREATE FUNCTION yuxi.run_claim_execution(
+    p_run_id uuid, p_worker text, p_lease_seconds double precision, p_now timestamptz DEFAULT NULL
+) RETURNS TABLE (
+    run_id               uuid,
+    thread_id            uuid,
+    uid                  uuid,
+    agent_slug           text,
+    request_id           text,
+    run_type             text,
+    created_by_run_id    uuid,
+    input_message_id     bigint,
+    input_payload        jsonb,
+    lease_token          uuid,
+    lease_expires_at     timestamptz,
+    attempt_no           integer,
+    started_at           timestamptz,
+    manifest_fingerprint text,
+    backend_id           text,
+    agent_config         jsonb,
+    agent_updated_at     timestamptz,
+    project_id           uuid,
+    workdir_path         text,
+    input_text           text,
+    identity_error       text,
+    visible_subagents    text[],
+    attachments          jsonb,
+    model                jsonb,
+    model_key_sealed     bytea
+)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_claim yuxi.claimed_run;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    v_claim := yuxi.run_claim(p_run_id, p_worker, p_lease_seconds, p_now);
+    RETURN QUERY
+    SELECT v_claim.run_id, v_claim.thread_id, v_claim.uid, v_claim.agent_slug, v_claim.request_id,
+           v_claim.run_type, v_claim.created_by_run_id, v_claim.input_message_id,
+           v_claim.input_payload, v_claim.lease_token, v_claim.lease_expires_at,
+           v_claim.attempt_no, v_claim.started_at, v_claim.manifest_fingerprint,
+           i.backend_id, i.agent_config, i.agent_updated_at, i.project_id, i.workdir_path,
+           i.input_text, i.identity_error, i.visible_subagents, i.attachments, i.model,
+           i.model_key_sealed
+    FROM yuxi.run_execution_input(p_run_id) i;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_claim_execution(uuid, text, double precision, timestamptz) IS
+    'Worker: yuxi.run_claim and yuxi.run_execution_input in one call, committed without waiting for the WAL flush (the manifest''s synchronous commit makes it durable). Raises as yuxi.run_claim';
