@@ -227,6 +227,26 @@ $$;
 COMMENT ON FUNCTION yuxi.model_list(uuid, boolean) IS
     'Platform models (p_owner NULL) or a user''s own models, by spec, without keys; p_enabled_only leaves out disabled ones';
 
+-- What `yuxi model rekey` reads: every stored sealed key with its model's id.
+CREATE FUNCTION yuxi.model_sealed_keys() RETURNS TABLE (id uuid, api_key_sealed bytea)
+LANGUAGE sql STABLE AS $$
+    SELECT m.id, m.api_key_sealed FROM yuxi.models m WHERE m.api_key_sealed IS NOT NULL ORDER BY m.id
+$$;
+COMMENT ON FUNCTION yuxi.model_sealed_keys() IS
+    'Every model''s sealed key with the model id, for re-sealing under a new server key (yuxi model rekey)';
+
+-- Replaces a model's sealed key with the same key sealed anew, if it is still p_old
+-- (a key changed meanwhile is left as it is); true when replaced.
+CREATE FUNCTION yuxi.model_reseal(p_id uuid, p_old bytea, p_new bytea) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE yuxi.models SET api_key_sealed = p_new WHERE id = p_id AND api_key_sealed = p_old;
+    RETURN FOUND;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.model_reseal(uuid, bytea, bytea) IS
+    'Replaces a model''s sealed key with a re-sealed one if it is still p_old (yuxi model rekey); true when replaced';
+
 -- The model registry's table is in 02_tables.sql, its other functions in 18_models.sql;
 -- this one is here because yuxi.run_execution_input (08_runs.sql) reads it.
 -- The model a run of p_uid uses for p_spec: the user's own model of that spec when it

@@ -195,3 +195,23 @@ LANGUAGE sql STABLE AS $$
 $$;
 COMMENT ON FUNCTION yuxi.model_list(uuid, boolean) IS
     'Platform models (p_owner NULL) or a user''s own models, by spec, without keys; p_enabled_only leaves out disabled ones';
+
+-- What `yuxi model rekey` reads: every stored sealed key with its model's id.
+CREATE FUNCTION yuxi.model_sealed_keys() RETURNS TABLE (id uuid, api_key_sealed bytea)
+LANGUAGE sql STABLE AS $$
+    SELECT m.id, m.api_key_sealed FROM yuxi.models m WHERE m.api_key_sealed IS NOT NULL ORDER BY m.id
+$$;
+COMMENT ON FUNCTION yuxi.model_sealed_keys() IS
+    'Every model''s sealed key with the model id, for re-sealing under a new server key (yuxi model rekey)';
+
+-- Replaces a model's sealed key with the same key sealed anew, if it is still p_old
+-- (a key changed meanwhile is left as it is); true when replaced.
+CREATE FUNCTION yuxi.model_reseal(p_id uuid, p_old bytea, p_new bytea) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE yuxi.models SET api_key_sealed = p_new WHERE id = p_id AND api_key_sealed = p_old;
+    RETURN FOUND;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.model_reseal(uuid, bytea, bytea) IS
+    'Replaces a model''s sealed key with a re-sealed one if it is still p_old (yuxi model rekey); true when replaced';

@@ -153,3 +153,20 @@ async def model_for_user(conn: AsyncConnection[Any], uid: UUID, spec: str) -> Mo
         {"uid": uid, "spec": spec},
     )
     return rows[0] if rows else None
+
+
+async def model_sealed_keys(conn: AsyncConnection[Any]) -> list[tuple[UUID, bytes]]:
+    """Every stored sealed key with its model id (for ``yuxi model rekey``)."""
+    cur = await conn.execute("SELECT id, api_key_sealed FROM yuxi.model_sealed_keys()")
+    return [(row[0], bytes(row[1])) for row in await cur.fetchall()]
+
+
+async def model_reseal(conn: AsyncConnection[Any], model_id: UUID, old: bytes, new: bytes) -> bool:
+    """Replaces a sealed key if it is still ``old`` (a concurrent change wins)."""
+    return bool(
+        await call_scalar(
+            conn,
+            "SELECT yuxi.model_reseal(p_id => %(id)s, p_old => %(old)s, p_new => %(new)s)",
+            {"id": model_id, "old": old, "new": new},
+        )
+    )
