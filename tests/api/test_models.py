@@ -111,3 +111,43 @@ async def test_bad_models_are_refused(
     api: Api, body: dict[str, object], status: int, code: str
 ) -> None:
     error_of(await api.alice.post("/api/me/models", json=body), status, code)
+
+
+async def test_a_request_names_only_models_its_user_may_run(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("YUXI_OPENAI_BASE_URL", "YUXI_OPENAI_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    own = await api.bob.post(
+        "/api/me/models", json={"spec": "openai:bobs-model", "name": "Bob's", "api_key": KEY}
+    )
+    assert own.status_code == 201, own.text
+    off = await api.admin.post(
+        "/api/models", json={"spec": "openai:retired", "name": "Retired", "enabled": False}
+    )
+    assert off.status_code == 201, off.text
+    thread = await api.thread("alice")
+    for spec, message in (
+        ("openai:bobs-model", "is not registered"),  # another user's own model
+        ("openai:never-heard-of", "is not registered"),
+        ("openai:retired", "is disabled"),
+    ):
+        response = await api.alice.post(
+            "/api/agent/runs", json={"thread_id": thread, "query": "hi", "model_spec": spec}
+        )
+        assert message in error_of(response, 400, "invalid_model")["message"]
+    assert (
+        await api.value("SELECT count(*) FROM yuxi.agent_run_requests WHERE thread_id = %s", thread)
+        == 0
+    )
+    bobs = await api.thread("bob")
+    accepted = await api.bob.post(
+        "/api/agent/runs",
+        json={"thread_id": bobs, "query": "hi", "model_spec": "openai:bobs-model"},
+    )
+    assert accepted.status_code == 202, accepted.text
+    builtin = await api.alice.post(
+        "/api/agent/runs",
+        json={"thread_id": thread, "query": "hi", "model_spec": "builtin:scripted"},
+    )
+    assert builtin.status_code == 202, builtin.text

@@ -9,10 +9,12 @@ from typing import Any
 from uuid import UUID
 
 import msgspec
+from psycopg import AsyncConnection
 
-from yuxi.agents.models import ModelSpecError, parse_model_spec
+from yuxi.agents.models import ModelSettings, ModelSpecError, parse_model_spec
+from yuxi.agents.models.config import DEFAULT_OPENAI_BASE_URL
 from yuxi.queue.errors import InvalidInput
-from yuxi.queue.models import ModelInfo
+from yuxi.queue.models import ModelInfo, model_for_user
 from yuxi.runtime.secret_box import SecretBox
 
 CAPABILITIES = ("streaming", "function_calling", "vision", "json_mode")
@@ -51,6 +53,29 @@ def registry_fields(body: dict[str, Any]) -> dict[str, Any]:
         if fields.get(price) is not None:
             fields[price] = str(fields[price])  # numeric, exactly as given
     return fields
+
+
+async def check_model_usable(conn: AsyncConnection[Any], uid: UUID, spec: str) -> None:
+    """ModelSpecError (400 ``invalid_model``) unless ``uid`` may run ``spec``: a model of
+    the registry (their own, else the platform's) that is enabled; a built-in model; or,
+    with no registry entry, an ``openai:`` model of the endpoint the environment
+    configures (``YUXI_OPENAI_BASE_URL`` or an API key)."""
+    parsed = parse_model_spec(spec)
+    row = await model_for_user(conn, uid, str(parsed))
+    if row is not None:
+        if not row.enabled:
+            raise ModelSpecError(f"model {parsed} is disabled")
+        return
+    if parsed.provider == "builtin":
+        return
+    settings = ModelSettings.from_env()
+    configured = settings.openai_api_key is not None or (
+        settings.openai_base_url.rstrip("/") != DEFAULT_OPENAI_BASE_URL
+    )
+    if not configured:
+        raise ModelSpecError(
+            f"model {parsed} is not registered (GET /api/models lists the models you may use)"
+        )
 
 
 def key_hint(key: str) -> str:

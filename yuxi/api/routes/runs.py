@@ -18,7 +18,6 @@ from litestar.exceptions import ValidationException
 from litestar.params import FromPath, JSONBody, Parameter
 from psycopg import AsyncConnection
 
-from yuxi.agents.models import parse_model_spec
 from yuxi.api.auth import User
 from yuxi.api.dto import (
     CancelResult,
@@ -65,6 +64,7 @@ from yuxi.queue.threads import (
     thread_requests,
 )
 from yuxi.runtime.attachments import attaching, image_extension, stage_bytes, uploads_dir
+from yuxi.runtime.model_registry import check_model_usable
 
 Conn = NamedDependency[AsyncConnection[Any]]
 MAX_SEQ = 2**63 - 1  # event seqs are bigint
@@ -162,8 +162,8 @@ class RunsController(Controller):
     async def submit(
         self, state: State, conn: Conn, user: NamedDependency[User], data: JSONBody[SubmitRun]
     ) -> RequestView:
-        if data.model_spec is not None:
-            parse_model_spec(data.model_spec)  # 400 invalid_model before anything is stored
+        if data.model_spec is not None:  # 400 invalid_model before anything is stored
+            await check_model_usable(conn, user.uid, data.model_spec)
         if data.image_content is not None or data.attachments:
             return request_view(await submit_with_files(state, conn, user, data))
         info = await request_submit(
