@@ -20,6 +20,7 @@ from yuxi.agents.models.config import (
     ModelSettings,
     ModelSpec,
     ModelSpecError,
+    RegisteredModel,
     parse_model_spec,
 )
 
@@ -53,6 +54,7 @@ __all__ = [
     "ModelSpec",
     "ModelSpecError",
     "OpenAICompatibleChatModel",
+    "RegisteredModel",
     "ScriptedChatModel",
     "ScriptedModelError",
     "load_chat_model",

@@ -85,9 +85,51 @@ class Capabilities:
 
     streaming: bool = True
     tool_calling: bool = True
+    # images as image content (attachments); a JSON mode for structured output
+    vision: bool = False
+    json_mode: bool = False
 
 
-_CAPABILITY_KEYS = frozenset({"streaming", "tool_calling"})
+_CAPABILITY_KEYS = frozenset({"streaming", "tool_calling", "vision", "json_mode"})
+
+
+@dataclass(frozen=True)
+class RegisteredModel:
+    """A model of the registry (``yuxi.models``) a run resolved to, its key opened by
+    the worker (``SecretStr``: never in a repr, a log or an error). ``version`` changes
+    with every change of the row, so a cached provider is rebuilt."""
+
+    id: str
+    spec: str
+    version: str
+    byok: bool
+    base_url: str | None = None
+    api_key: SecretStr | None = field(default=None, repr=False)
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    context_window: int | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the manifest records of it: everything but the key."""
+        return {
+            "id": self.id,
+            "spec": self.spec,
+            "byok": self.byok,
+            "base_url": self.base_url,
+            "has_key": self.api_key is not None,
+            "capabilities": {
+                "streaming": self.capabilities.streaming,
+                "function_calling": self.capabilities.tool_calling,
+                "vision": self.capabilities.vision,
+                "json_mode": self.capabilities.json_mode,
+            },
+            "context_window": self.context_window,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+        }
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain_core.language_models import BaseChatModel
 from pydantic import SecretStr
 
@@ -10,6 +12,7 @@ from yuxi.agents.models.config import (
     Capabilities,
     ModelSettings,
     ModelSpec,
+    RegisteredModel,
     parse_model_spec,
 )
 from yuxi.agents.models.openai_compatible import OpenAICompatibleChatModel
@@ -29,38 +32,57 @@ def model_capabilities(spec: str, settings: ModelSettings | None = None) -> Capa
     return (settings or ModelSettings.from_env()).capabilities_for(parsed)
 
 
-def load_chat_model(spec: str, *, settings: ModelSettings | None = None) -> BaseChatModel:
+def load_chat_model(
+    spec: str,
+    *,
+    settings: ModelSettings | None = None,
+    registered: RegisteredModel | None = None,
+) -> BaseChatModel:
     """Builds the chat model named by ``spec`` (``builtin:scripted``, ``openai:MODEL``).
 
-    ``settings`` defaults to ``ModelSettings.from_env()``. The model honours the spec's
-    capability flags. Raises ModelSpecError for a malformed spec or an unknown
-    provider/model, and yuxi.settings.SettingsError when ``openai:*`` targets
-    api.openai.com without an API key.
+    ``registered``: the registry's model for it (base URL, key, flags, parameters);
+    without one the environment's endpoint and ``YUXI_MODEL_CAPABILITIES`` apply.
+    ``settings`` defaults to ``ModelSettings.from_env()``. Raises ModelSpecError for a
+    malformed spec or an unknown provider/model, and yuxi.settings.SettingsError when
+    ``openai:*`` targets api.openai.com without an API key.
     """
     parsed = parse_model_spec(spec)
     settings = settings or ModelSettings.from_env()
-    capabilities = settings.capabilities_for(parsed)
+    capabilities = registered.capabilities if registered else settings.capabilities_for(parsed)
     if parsed.provider == "builtin":
         return ScriptedChatModel(
             disable_streaming=not capabilities.streaming,
             tool_calling=capabilities.tool_calling,
         )
-    return _openai(parsed, settings, capabilities)
+    return _openai(parsed, settings, capabilities, registered)
 
 
 def _openai(
-    spec: ModelSpec, settings: ModelSettings, capabilities: Capabilities
+    spec: ModelSpec,
+    settings: ModelSettings,
+    capabilities: Capabilities,
+    registered: RegisteredModel | None,
 ) -> OpenAICompatibleChatModel:
+    base_url = settings.openai_base_url
     key = settings.openai_api_key
+    extra: dict[str, Any] = {}
+    if registered is not None:
+        # a user's own model uses their key only; a platform model without a key of
+        # its own uses the environment's endpoint key
+        base_url = registered.base_url or (DEFAULT_OPENAI_BASE_URL if registered.byok else base_url)
+        key = registered.api_key or (None if registered.byok else key)
+        for name in ("max_tokens", "temperature", "top_p"):
+            if getattr(registered, name) is not None:
+                extra[name] = getattr(registered, name)
     if key is None:
-        if settings.openai_base_url.rstrip("/") == DEFAULT_OPENAI_BASE_URL:
+        if base_url.rstrip("/") == DEFAULT_OPENAI_BASE_URL:
             raise SettingsError(
-                f"{spec} needs an API key: set YUXI_OPENAI_API_KEY (or OPENAI_API_KEY)"
+                f"{spec} needs an API key: register it with one, or set YUXI_OPENAI_API_KEY"
             )
         key = SecretStr(_NO_KEY)
     return OpenAICompatibleChatModel(
         model=spec.model,
-        base_url=settings.openai_base_url,
+        base_url=base_url,
         api_key=key,
         timeout=settings.request_timeout,
         max_retries=settings.max_retries,
@@ -70,4 +92,5 @@ def _openai(
         disable_streaming=not capabilities.streaming,
         tool_calling=capabilities.tool_calling,
         spec=str(spec),
+        **extra,
     )
