@@ -19,6 +19,7 @@ from yuxi.runtime.resources import (
 from yuxi.runtime.workspace import (
     MEMORY_FILE,
     WorkspaceFile,
+    ensure_agents_template,
     read_prompt_files,
     read_workspace_file,
     workspace_prompt,
@@ -93,7 +94,10 @@ async def prepare_agent_runtime_context(
 def _read_workspace(
     workspace: Path, *, memory: bool
 ) -> tuple[list[WorkspaceFile], WorkspaceFile | None]:
-    """The workspace's prompt files, and its memory file when ``memory``."""
+    """The workspace's prompt files, and its memory file when ``memory``. A workspace
+    without ``agents/`` gets the AGENTS.md template first (comments only: it adds
+    nothing to the prompt)."""
+    ensure_agents_template(workspace)
     return read_prompt_files(workspace), (
         read_workspace_file(workspace, MEMORY_FILE) if memory else None
     )
