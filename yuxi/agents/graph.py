@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents import create_agent
@@ -10,9 +11,11 @@ from langchain.agents.middleware import (
     HumanInTheLoopMiddleware,
     ModelRequest,
     SummarizationMiddleware,
+    TodoListMiddleware,
     dynamic_prompt,
+    wrap_model_call,
 )
-from langchain.agents.middleware.types import AgentMiddleware
+from langchain.agents.middleware.types import AgentMiddleware, ModelResponse
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
@@ -48,6 +51,21 @@ def _context_prompt(request: ModelRequest[Any]) -> str:
     return build_system_prompt(context) if isinstance(context, BaseContext) else ""
 
 
+# Tools that middleware adds; the model sees them after the agent's own tools.
+RUNTIME_TOOL_NAMES = frozenset(
+    {"write_todos", "memory_read", "memory_append", "memory_replace_section"}
+)
+
+
+@wrap_model_call
+async def _own_tools_first(
+    request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]]
+) -> ModelResponse:
+    # create_agent lists middleware tools first; a stable sort puts them last
+    tools = sorted(request.tools, key=lambda t: getattr(t, "name", None) in RUNTIME_TOOL_NAMES)
+    return await handler(request.override(tools=tools))
+
+
 # Compiled graphs by what shapes them (backend Context type, model, tools, approvals,
 # summarisation, checkpointer). Compiling costs milliseconds of CPU per run; a compiled
 # graph holds no per-run state, so runs with the same shape share one.
@@ -61,8 +79,9 @@ def build_agent_graph(
     """A create_agent graph over the context's model and its resolved tools.
 
     ``context.tools`` is already narrowed to what this user may use (a list, never None,
-    once prepared). ``ask_user`` is always available and never needs approval. The
-    system prompt is read from the Context at each model call.
+    once prepared). ``ask_user`` is always available and never needs approval, and so
+    is ``write_todos`` (``TodoListMiddleware``: the run's own plan, kept in the state's
+    ``todos``). The system prompt is read from the Context at each model call.
     """
     tool_names = tuple(name for name in context.tools or [] if name in BUILTIN_TOOLS)
     delegates = bool(allowed_subagents(context))  # which ones: checked by the tool
@@ -96,7 +115,13 @@ def _compile(
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     model = load_chat_model(context.model)
     tools = [BUILTIN_TOOLS[name] for name in tool_names] + ([task] if delegates else [])
-    middleware: list[AgentMiddleware[Any, Any]] = [_context_prompt]
+    # the dynamic prompt first: it sets the system prompt that the todo list's section
+    # is then appended to
+    middleware: list[AgentMiddleware[Any, Any]] = [
+        _context_prompt,
+        _own_tools_first,
+        TodoListMiddleware(),
+    ]
     if context.asks_tool_approval and tools:
         middleware.append(
             HumanInTheLoopMiddleware(
