@@ -171,6 +171,20 @@ async def test_memory_is_read_only_when_enabled(tmp_path: Path) -> None:
     assert prepared.context.memory == "my cat is Tom"
 
 
+@pytest.mark.parametrize(
+    ("agent", "run_type"),
+    [(SubAgent(), "subagent"), (SubAgent(), "chat"), (ChatBotAgent(), "subagent")],
+)
+async def test_a_subagent_run_never_reads_the_users_memory(
+    tmp_path: Path, agent: ChatBotAgent | SubAgent, run_type: str
+) -> None:
+    run = run_input({"enable_memory": True}, run_type=run_type, backend_id=agent.backend_id)
+    _write(user_workspace(tmp_path, str(run.uid)), "agents/MEMORY.md", b"my cat is Tom")
+    prepared = await prepare_agent_runtime_context(agent, run, catalog=CATALOG, home=tmp_path)
+    assert prepared.context.enable_memory
+    assert prepared.context.memory == ""
+
+
 async def test_missing_unreadable_and_symlinked_files_never_block(tmp_path: Path) -> None:
     run = run_input({})
     workspace = user_workspace(tmp_path, str(run.uid))

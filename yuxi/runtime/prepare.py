@@ -8,6 +8,7 @@ from pathlib import Path
 
 from yuxi.agents.base import BaseAgent
 from yuxi.agents.context import BaseContext
+from yuxi.agents.memory import is_subagent_context
 from yuxi.queue.runs import ExecutionInput
 from yuxi.runtime.resources import (
     RESOURCE_KINDS,
@@ -52,7 +53,8 @@ async def prepare_agent_runtime_context(
 ) -> PreparedContext:
     """Merges the agent's configurable fields, the run's model and approval mode, the run's
     identity and workdir, the user's workspace prompts, and the resources the user may use
-    (narrowed per the resource rules)."""
+    (narrowed per the resource rules). A child run (run_type ``subagent``) never uses
+    the user's memory."""
     context = agent.context_schema()
     stored = (run.agent_config or {}).get("context") or {}
     ignored = context.update_from_dict(stored if isinstance(stored, dict) else {})
@@ -80,14 +82,15 @@ async def prepare_agent_runtime_context(
         context.subagents = narrow_subagents(context.subagents, run.visible_subagents)
 
     workspace = user_workspace(home, str(run.uid))
+    # the user's memory is a main agent's only (a subagent gets neither text nor tools)
+    uses_memory = (
+        context.enable_memory and run.run_type != "subagent" and not is_subagent_context(context)
+    )
     # file reads run off the event loop (a slow disk must not stall other runs), all in
     # one trip to a worker thread
-    prompt_files, memory = await asyncio.to_thread(
-        _read_workspace, workspace, memory=context.enable_memory
-    )
+    prompt_files, memory = await asyncio.to_thread(_read_workspace, workspace, memory=uses_memory)
     context.workspace_prompt = workspace_prompt(prompt_files)
-    if context.enable_memory:
-        context.memory = memory.text if memory else ""
+    context.memory = memory.text if memory else ""
     return PreparedContext(context, prompt_files, ignored)
 
 
