@@ -271,3 +271,22 @@ def test_hidden_paths_keep_only_what_a_client_may_see(tmp_path: Path) -> None:
         "'threads/t/a.txt' '.' '<home>/workspaces/u2/x' '<home>/pgdata' "
         f"'{home}x' '<workdir>/f' '/srv/database'"
     )
+
+
+async def test_a_child_run_uses_the_conversations_files_and_its_own_thread(
+    tmp_path: Path,
+) -> None:
+    run = run_input({}, run_type="subagent", backend_id="subagent", agent_slug="helper")
+    prepared = await prepare_agent_runtime_context(SubAgent(), run, catalog=CATALOG, home=tmp_path)
+    context = prepared.context
+    assert isinstance(context, SubAgentContext)
+    assert context.parent_thread_id == str(run.thread_id)
+    assert context.file_thread_id == str(run.thread_id)
+    assert context.skills_thread_id == str(run.run_id)  # its own checkpoint thread
+    assert context.is_subagent_runtime is True
+    # the conversation's workdir, the same as its parent's
+    parent = run_input({}, run_id=uuid4(), thread_id=run.thread_id)
+    parent_context = (
+        await prepare_agent_runtime_context(ChatBotAgent(), parent, catalog=CATALOG, home=tmp_path)
+    ).context
+    assert context.workdir == parent_context.workdir

@@ -9,6 +9,7 @@ from pathlib import Path
 from yuxi.agents.base import BaseAgent
 from yuxi.agents.context import BaseContext
 from yuxi.agents.memory import is_subagent_context
+from yuxi.agents.subagent import SubAgentContext
 from yuxi.queue.runs import ExecutionInput
 from yuxi.runtime.resources import (
     RESOURCE_KINDS,
@@ -53,8 +54,8 @@ async def prepare_agent_runtime_context(
 ) -> PreparedContext:
     """Merges the agent's configurable fields, the run's model and approval mode, the run's
     identity and workdir, the user's workspace prompts, and the resources the user may use
-    (narrowed per the resource rules). A child run (run_type ``subagent``) never uses
-    the user's memory."""
+    (narrowed per the resource rules). A child run (run_type ``subagent``) uses the
+    conversation's files, its own checkpoint thread, and never the user's memory."""
     context = agent.context_schema()
     stored = (run.agent_config or {}).get("context") or {}
     ignored = context.update_from_dict(stored if isinstance(stored, dict) else {})
@@ -68,6 +69,8 @@ async def prepare_agent_runtime_context(
     context.thread_id = str(run.thread_id)
     context.run_id = str(run.run_id)
     context.workdir = str(conversation_workdir(home, run))
+    if isinstance(context, SubAgentContext):
+        _scope_subagent(context, run)
 
     for kind in RESOURCE_KINDS:
         accessible = await catalog.accessible(kind, run.uid)
@@ -92,6 +95,16 @@ async def prepare_agent_runtime_context(
     context.workspace_prompt = workspace_prompt(prompt_files)
     context.memory = memory.text if memory else ""
     return PreparedContext(context, prompt_files, ignored)
+
+
+def _scope_subagent(context: SubAgentContext, run: ExecutionInput) -> None:
+    """A child run's hidden fields: files stay with the parent conversation (its
+    workdir is the conversation's), skills and checkpoints go with the child's own
+    checkpoint thread (the run id, as the executor's checkpoint config)."""
+    context.parent_thread_id = str(run.thread_id)
+    context.file_thread_id = str(run.thread_id)
+    context.skills_thread_id = str(run.run_id if run.run_type == "subagent" else run.thread_id)
+    context.is_subagent_runtime = True
 
 
 def _read_workspace(
