@@ -159,3 +159,26 @@ async def test_an_edit_over_64_kib_is_a_tool_error_and_changes_nothing(
         " the limit is 65536 bytes (64 KiB)"
     )
     assert (workspace / MEMORY_FILE).read_text() == full
+
+
+async def test_memory_read_shows_what_an_agent_may_see(world: World, tmp_path: Path) -> None:
+    """No HTML comments (the user's notes), at most 64 KiB; and a file over 64 KiB is
+    refused to an edit."""
+    claimed = await _claimed(world)
+    workspace = tmp_path / "workspaces" / str(claimed.uid)
+    (workspace / "agents").mkdir(parents=True)
+    memory_file = workspace / MEMORY_FILE
+    memory = LeasedRunMemory(
+        world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace
+    )
+    memory_file.write_text("<!-- for me only -->\n- likes tea\n")
+    assert await memory.read() == "\n- likes tea\n"
+    memory_file.write_text("y" * (PROMPT_LIMIT + 5))
+    text = await memory.read()
+    assert (
+        text
+        == "y" * PROMPT_LIMIT + "\n\n[agents/MEMORY.md was cut at 64 KiB; the rest is not shown]"
+    )
+    with pytest.raises(MemoryRefused, match="is over 65536 bytes"):
+        await memory.edit(lambda current: current + "z")
+    assert memory_file.read_text() == "y" * (PROMPT_LIMIT + 5)

@@ -43,7 +43,8 @@ class RunMemory(Protocol):
         ...
 
     async def read(self) -> str:
-        """The file's text; ``MemoryRefused`` when it is missing, a symlink or unreadable."""
+        """The file's text as the agent may see it (at most 64 KiB, without HTML comments);
+        ``MemoryRefused`` when it is missing, a symlink or unreadable."""
         ...
 
     async def edit(self, change: Callable[[str], str]) -> int:

@@ -23,9 +23,11 @@ from yuxi.queue.calls import call_scalar
 from yuxi.queue.errors import LeaseLost
 from yuxi.runtime.workspace import (
     MEMORY_FILE,
+    PROMPT_LIMIT,
     WorkspaceFileRefused,
     edit_workspace_file,
     read_workspace_bytes,
+    without_comments,
 )
 
 
@@ -65,10 +67,17 @@ class LeasedRunMemory:
             ) from None
 
     async def read(self) -> str:
-        data = await asyncio.to_thread(read_workspace_bytes, self.workspace, MEMORY_FILE)
+        """What the agent may see of the file: at most 64 KiB (cut with a notice), without
+        its HTML comments (the user's notes, as in every prompt file)."""
+        data = await asyncio.to_thread(
+            read_workspace_bytes, self.workspace, MEMORY_FILE, PROMPT_LIMIT + 1
+        )
         if data is None:
             raise MemoryRefused(f"{MEMORY_FILE} does not exist or is not a regular file")
-        return data.decode("utf-8", errors="replace")
+        text = without_comments(data[:PROMPT_LIMIT].decode("utf-8", errors="ignore"))
+        if len(data) > PROMPT_LIMIT:
+            text += f"\n\n[{MEMORY_FILE} was cut at 64 KiB; the rest is not shown]"
+        return text
 
     async def edit(self, change: Callable[[str], str]) -> int:
         async with self._editing:

@@ -194,16 +194,16 @@ def ensure_agents_template(root: Path) -> bool:
     return True
 
 
-def read_workspace_bytes(root: Path, name: str) -> bytes | None:
-    """The bytes of ``root/name``; None when it is missing, a symlink (or under one), or
-    not a regular file."""
+def read_workspace_bytes(root: Path, name: str, limit: int = -1) -> bytes | None:
+    """The bytes of ``root/name`` (at most ``limit`` of them, when given); None when it is
+    missing, a symlink (or under one), or not a regular file."""
     try:
         with _agents_dir(root, name, create=False) as (dir_fd, base):
             fd = os.open(base, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
             with os.fdopen(fd, "rb") as handle:
                 if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                     return None
-                return handle.read()
+                return handle.read(limit)
     except (OSError, WorkspaceFileRefused):
         return None
 
