@@ -124,3 +124,20 @@ async def test_a_subagent_with_enable_memory_gets_no_memory_tools(api: Api) -> N
     _, answer = await reply(api, task("mem-helper", '/tool memory_append {"text": "x"}'))
     assert answer == "tool task returned: tool memory_append is not available"
     assert path.read_text() == "notes\n"
+
+
+async def test_in_ask_mode_a_memory_edit_waits_for_approval(api: Api) -> None:
+    path = await put_memory(api, "notes\n")
+    thread = await api.thread(agent="rememberer")
+    run = await api.submit(
+        thread, '/tool memory_append {"text": "approved"}', tool_approval_mode="ask"
+    )
+    assert (await api.wait_run(run["run_id"]))["status"] == "interrupted"
+    assert path.read_text() == "notes\n"
+    response = await api.alice.post(
+        f"/api/agent/runs/{run['run_id']}/resume", json={"resume": {"decision": "approve"}}
+    )
+    assert response.status_code == 202, response.text
+    resumed = response.json()["run_id"]
+    await api.completed(resumed)
+    assert path.read_text() == "notes\n\napproved\n"
