@@ -119,8 +119,14 @@ async def test_a_tool_call_round_trip(
     assert rows[2][2]["name"] == "get_current_time" and rows[2][2]["status"] == "success"
     assert rows[3][1] == f"tool said {rows[2][1]}"
     offered = provider.requests[0].body["tools"]
-    # its tools, the task tool (the world's `helper` subagent is visible), ask_user
-    assert [t["function"]["name"] for t in offered] == ["get_current_time", "task", "ask_user"]
+    # its tools, the task tool (the world's `helper` subagent is visible), ask_user, then
+    # what middleware adds: write_todos (the todo list)
+    assert [t["function"]["name"] for t in offered] == [
+        "get_current_time",
+        "task",
+        "ask_user",
+        "write_todos",
+    ]
 
 
 async def test_a_provider_error_fails_the_run_clearly(

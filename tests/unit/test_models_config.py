@@ -196,7 +196,8 @@ def test_openai_model_is_configured_from_settings() -> None:
 
 def test_openai_without_a_key_at_api_openai_com_is_refused() -> None:
     with pytest.raises(
-        SettingsError, match="openai:gpt-4o needs an API key: set YUXI_OPENAI_API_KEY"
+        SettingsError,
+        match="openai:gpt-4o needs an API key: register it with one, or set YUXI_OPENAI_API_KEY",
     ):
         load_chat_model("openai:gpt-4o", settings=ModelSettings())
 

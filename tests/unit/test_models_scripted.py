@@ -143,6 +143,31 @@ async def test_tool_without_a_name_explains() -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+async def test_todo_writes_one_todo_per_item(mode: str) -> None:
+    reply, _ = await run(ScriptedChatModel(), human("/todo plan;  [x] read ; [~] write;;"), mode)
+    assert reply.tool_calls == [
+        {
+            "name": "write_todos",
+            "args": {
+                "todos": [
+                    {"content": "plan", "status": "pending"},
+                    {"content": "read", "status": "completed"},
+                    {"content": "write", "status": "in_progress"},
+                ]
+            },
+            "id": "call_1",
+            "type": "tool_call",
+        }
+    ]
+
+
+@pytest.mark.parametrize("text", ["/todo", "/todo ; ;", "/todo [x] "])
+async def test_todo_without_items_explains(text: str) -> None:
+    reply = await ScriptedChatModel().ainvoke(human(text))
+    assert reply.content == "usage: /todo ITEM; ITEM; ... ([x] done, [~] in progress)"
+
+
+@pytest.mark.parametrize("mode", MODES)
 async def test_ask_calls_ask_user(mode: str) -> None:
     reply, _ = await run(ScriptedChatModel(), human("/ask what is your favourite colour?"), mode)
     assert reply.tool_calls == [

@@ -171,6 +171,20 @@ async def test_memory_is_read_only_when_enabled(tmp_path: Path) -> None:
     assert prepared.context.memory == "my cat is Tom"
 
 
+@pytest.mark.parametrize(
+    ("agent", "run_type"),
+    [(SubAgent(), "subagent"), (SubAgent(), "chat"), (ChatBotAgent(), "subagent")],
+)
+async def test_a_subagent_run_never_reads_the_users_memory(
+    tmp_path: Path, agent: ChatBotAgent | SubAgent, run_type: str
+) -> None:
+    run = run_input({"enable_memory": True}, run_type=run_type, backend_id=agent.backend_id)
+    _write(user_workspace(tmp_path, str(run.uid)), "agents/MEMORY.md", b"my cat is Tom")
+    prepared = await prepare_agent_runtime_context(agent, run, catalog=CATALOG, home=tmp_path)
+    assert prepared.context.enable_memory
+    assert prepared.context.memory == ""
+
+
 async def test_missing_unreadable_and_symlinked_files_never_block(tmp_path: Path) -> None:
     run = run_input({})
     workspace = user_workspace(tmp_path, str(run.uid))
@@ -257,3 +271,22 @@ def test_hidden_paths_keep_only_what_a_client_may_see(tmp_path: Path) -> None:
         "'threads/t/a.txt' '.' '<home>/workspaces/u2/x' '<home>/pgdata' "
         f"'{home}x' '<workdir>/f' '/srv/database'"
     )
+
+
+async def test_a_child_run_uses_the_conversations_files_and_its_own_thread(
+    tmp_path: Path,
+) -> None:
+    run = run_input({}, run_type="subagent", backend_id="subagent", agent_slug="helper")
+    prepared = await prepare_agent_runtime_context(SubAgent(), run, catalog=CATALOG, home=tmp_path)
+    context = prepared.context
+    assert isinstance(context, SubAgentContext)
+    assert context.parent_thread_id == str(run.thread_id)
+    assert context.file_thread_id == str(run.thread_id)
+    assert context.skills_thread_id == str(run.run_id)  # its own checkpoint thread
+    assert context.is_subagent_runtime is True
+    # the conversation's workdir, the same as its parent's
+    parent = run_input({}, run_id=uuid4(), thread_id=run.thread_id)
+    parent_context = (
+        await prepare_agent_runtime_context(ChatBotAgent(), parent, catalog=CATALOG, home=tmp_path)
+    ).context
+    assert context.workdir == parent_context.workdir

@@ -29,6 +29,7 @@ from yuxi.api.routes.scheduling import ScheduledJobsController
 from yuxi.api.routes.system import health
 from yuxi.api.routes.threads import ThreadsController
 from yuxi.api.routes.users import UsersController
+from yuxi.api.routes.workspace import WorkspaceController
 from yuxi.api.state import AppState
 from yuxi.db.pools import app_pool, checkpointer_pool
 from yuxi.runtime.resources import DatabaseCatalog
@@ -88,6 +89,7 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             RequestEventsController,
             ScheduledJobsController,
             UsersController,
+            WorkspaceController,
         ],
         dependencies={"conn": Provide(connection), "user": Provide(caller)},
         before_request=refuse_deep_json,

@@ -13,6 +13,10 @@ from yuxi.queue.errors import InvalidInput
 # parser and the history renderer can take (PostgreSQL's stack ends long before 10^5).
 MAX_JSON_DEPTH = 64
 
+# A route handler whose ``opt`` sets this takes a raw body (not JSON) and reads it
+# itself: the depth check leaves it alone.
+RAW_BODY = "raw_body"
+
 # a JSON string (with its escapes) or one bracket: brackets inside strings do not nest
 _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
 
@@ -43,11 +47,14 @@ def check_json_depth(data: bytes, limit: int = MAX_JSON_DEPTH) -> None:
 
 async def refuse_deep_json(request: Request[object, object, State]) -> None:
     """``before_request`` hook: a JSON body nested too deep is a 400 ``invalid_input``
-    before anything is decoded (the body is read once; the handler's decoding reuses it)."""
+    before anything is decoded (the body is read once; the handler's decoding reuses it).
+    Handlers marked ``RAW_BODY`` are skipped: their body is not JSON."""
     if request.method in ("GET", "HEAD", "OPTIONS", "DELETE"):
         return
     if request.headers.get("content-type", "").lower().startswith("multipart/"):
         return  # uploads stream to disk (yuxi/api/uploads.py): never read whole here
+    if request.route_handler.opt.get(RAW_BODY):
+        return
     try:
         check_json_depth(await request.body())
     except ValueError as error:

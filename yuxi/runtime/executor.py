@@ -30,6 +30,7 @@ from langgraph.types import Interrupt
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.delegation import current_delegate
+from yuxi.agents.memory import current_run_memory
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.queue.errors import LeaseLost, ManifestConflict, RunNotClaimable
@@ -60,6 +61,7 @@ from yuxi.runtime.graph_io import (
     text_of,
 )
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
+from yuxi.runtime.memory import LeasedRunMemory
 from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
 from yuxi.runtime.resources import ResourceCatalog
 from yuxi.runtime.workspace import ClientPaths
@@ -329,6 +331,12 @@ class RunExecutor:
         interrupts: list[Interrupt] = []
         # the task tool's calls become child runs executed by this worker
         delegating = current_delegate.set(ChildRuns(self, claimed, run.uid))
+        # the memory tools check this run's identity and lease on every call
+        remembering = current_run_memory.set(
+            LeasedRunMemory(
+                self.pool, claimed.run_id, claimed.uid, claimed.lease_token, paths.workspace
+            )
+        )
         try:
             async for part in graph.astream(
                 first_input,
@@ -350,6 +358,7 @@ class RunExecutor:
                             produced.append(message)
                             await events.tool_activity(message)
         finally:
+            current_run_memory.reset(remembering)
             current_delegate.reset(delegating)
 
         if interrupts:

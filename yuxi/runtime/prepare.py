@@ -8,6 +8,8 @@ from pathlib import Path
 
 from yuxi.agents.base import BaseAgent
 from yuxi.agents.context import BaseContext
+from yuxi.agents.memory import is_subagent_context
+from yuxi.agents.subagent import SubAgentContext
 from yuxi.queue.runs import ExecutionInput
 from yuxi.runtime.resources import (
     RESOURCE_KINDS,
@@ -19,6 +21,7 @@ from yuxi.runtime.resources import (
 from yuxi.runtime.workspace import (
     MEMORY_FILE,
     WorkspaceFile,
+    ensure_agents_template,
     read_prompt_files,
     read_workspace_file,
     workspace_prompt,
@@ -51,7 +54,8 @@ async def prepare_agent_runtime_context(
 ) -> PreparedContext:
     """Merges the agent's configurable fields, the run's model and approval mode, the run's
     identity and workdir, the user's workspace prompts, and the resources the user may use
-    (narrowed per the resource rules)."""
+    (narrowed per the resource rules). A child run (run_type ``subagent``) uses the
+    conversation's files, its own checkpoint thread, and never the user's memory."""
     context = agent.context_schema()
     stored = (run.agent_config or {}).get("context") or {}
     ignored = context.update_from_dict(stored if isinstance(stored, dict) else {})
@@ -65,6 +69,8 @@ async def prepare_agent_runtime_context(
     context.thread_id = str(run.thread_id)
     context.run_id = str(run.run_id)
     context.workdir = str(conversation_workdir(home, run))
+    if isinstance(context, SubAgentContext):
+        _scope_subagent(context, run)
 
     for kind in RESOURCE_KINDS:
         accessible = await catalog.accessible(kind, run.uid)
@@ -79,21 +85,35 @@ async def prepare_agent_runtime_context(
         context.subagents = narrow_subagents(context.subagents, run.visible_subagents)
 
     workspace = user_workspace(home, str(run.uid))
+    # the user's memory is a main agent's only (a subagent gets neither text nor tools)
+    uses_memory = (
+        context.enable_memory and run.run_type != "subagent" and not is_subagent_context(context)
+    )
     # file reads run off the event loop (a slow disk must not stall other runs), all in
     # one trip to a worker thread
-    prompt_files, memory = await asyncio.to_thread(
-        _read_workspace, workspace, memory=context.enable_memory
-    )
+    prompt_files, memory = await asyncio.to_thread(_read_workspace, workspace, memory=uses_memory)
     context.workspace_prompt = workspace_prompt(prompt_files)
-    if context.enable_memory:
-        context.memory = memory.text if memory else ""
+    context.memory = memory.text if memory else ""
     return PreparedContext(context, prompt_files, ignored)
+
+
+def _scope_subagent(context: SubAgentContext, run: ExecutionInput) -> None:
+    """A child run's hidden fields: files stay with the parent conversation (its
+    workdir is the conversation's), skills and checkpoints go with the child's own
+    checkpoint thread (the run id, as the executor's checkpoint config)."""
+    context.parent_thread_id = str(run.thread_id)
+    context.file_thread_id = str(run.thread_id)
+    context.skills_thread_id = str(run.run_id if run.run_type == "subagent" else run.thread_id)
+    context.is_subagent_runtime = True
 
 
 def _read_workspace(
     workspace: Path, *, memory: bool
 ) -> tuple[list[WorkspaceFile], WorkspaceFile | None]:
-    """The workspace's prompt files, and its memory file when ``memory``."""
+    """The workspace's prompt files, and its memory file when ``memory``. A workspace
+    without ``agents/`` gets the AGENTS.md template first (comments only: it adds
+    nothing to the prompt)."""
+    ensure_agents_template(workspace)
     return read_prompt_files(workspace), (
         read_workspace_file(workspace, MEMORY_FILE) if memory else None
     )

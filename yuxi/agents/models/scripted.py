@@ -11,6 +11,9 @@ test model"):
                             (``tool NAME failed: <result>`` for an error result)
 ``/ask QUESTION``           calls ``ask_user`` with ``{"question": QUESTION}``;
                             after the answer X: ``you answered: X``
+``/todo ITEM; ITEM; ...``   calls ``write_todos`` with one todo per item (``[x] ``
+                            first: completed, ``[~] ``: in_progress, else
+                            pending); then replies like ``/tool``
 anything else               ``echo: <message>``
 ==========================  ====================================================
 
@@ -47,6 +50,12 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 ASK_USER_TOOL_NAME = "ask_user"
 """The tool ``/ask`` calls; the runtime provides it (it interrupts for the answer)."""
 
+WRITE_TODOS_TOOL_NAME = "write_todos"
+"""The tool ``/todo`` calls (LangChain's ``TodoListMiddleware``)."""
+
+# an item's prefix and the status it gives; no prefix: pending
+_TODO_STATUS = {"[x]": "completed", "[~]": "in_progress"}
+
 
 class ScriptedModelError(RuntimeError):
     """Raised by ``/fail TEXT``; ``str(error)`` is TEXT."""
@@ -62,7 +71,7 @@ class _Plan:
     error: str | None = None
 
 
-_DIRECTIVE = re.compile(r"/(sleep|fail|tool|ask)(?:\s+(.*))?", re.DOTALL)
+_DIRECTIVE = re.compile(r"/(sleep|fail|tool|ask|todo)(?:\s+(.*))?", re.DOTALL)
 _TOOL_ARGS = re.compile(r"(\S+)\s*(.*)", re.DOTALL)
 # A word and the whitespace after it: chunks concatenate back to the exact text.
 _WORD = re.compile(r"\s*\S+\s*|\s+")
@@ -180,6 +189,11 @@ class ScriptedChatModel(BaseChatModel):
             if not argument:
                 return _Plan(text="usage: /ask QUESTION")
             return self._call(ASK_USER_TOOL_NAME, {"question": argument}, messages)
+        if directive == "todo":
+            todos = _todos(argument)
+            if not todos:
+                return _Plan(text="usage: /todo ITEM; ITEM; ... ([x] done, [~] in progress)")
+            return self._call(WRITE_TODOS_TOOL_NAME, {"todos": todos}, messages)
         return self._tool(argument, messages)
 
     def _tool(self, argument: str, messages: Sequence[BaseMessage]) -> _Plan:
@@ -226,6 +240,20 @@ def _after_tool(directive: str | None, result: ToolMessage, after: Sequence[Base
     if result.status == "error":
         return _Plan(text=f"tool {name} failed: {content}")
     return _Plan(text=f"tool {name} returned: {content}")
+
+
+def _todos(argument: str) -> list[dict[str, str]]:
+    """``a; [x] b; [~] c`` as todos: content and status, empty items left out."""
+    todos = []
+    for raw in argument.split(";"):
+        item = raw.strip()
+        status = "pending"
+        for prefix, marked in _TODO_STATUS.items():
+            if item.startswith(prefix):
+                item, status = item[len(prefix) :].strip(), marked
+        if item:
+            todos.append({"content": item, "status": status})
+    return todos
 
 
 def _sleep(argument: str) -> _Plan:

@@ -1,0 +1,184 @@
+"""The memory tools against the real database: yuxi.run_check_lease, and every tool
+call refused once its run's lease is gone (the file unchanged)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from tests.integration.conftest import World
+from yuxi.agents.chatbot import ChatBotContext
+from yuxi.agents.graph import build_agent_graph
+from yuxi.agents.memory import MemoryRefused, current_run_memory
+from yuxi.queue.runs import ClaimedRun, run_release
+from yuxi.runtime.memory import LeasedRunMemory
+from yuxi.runtime.workspace import MEMORY_FILE, PROMPT_LIMIT
+
+
+async def _claimed(world: World) -> ClaimedRun:
+    info = await world.submit(await world.thread(), "work")
+    assert info.run_id is not None
+    return await world.claim(info.run_id)
+
+
+async def _check(world: World, run_id: UUID, token: UUID, uid: UUID, now: Any = None) -> None:
+    await world.value("SELECT yuxi.run_check_lease(%s, %s, %s, %s)", run_id, token, uid, now)
+
+
+async def test_run_check_lease_passes_only_for_the_holder_of_a_live_lease(world: World) -> None:
+    claimed = await _claimed(world)
+    run, token, alice = claimed.run_id, claimed.lease_token, claimed.uid
+    await _check(world, run, token, alice)
+    refusals: list[tuple[UUID, UUID, UUID, Any]] = [
+        (run, uuid4(), alice, None),  # another token
+        (run, token, world.bob, None),  # another user's run
+        (uuid4(), token, alice, None),  # no such run
+        (run, token, alice, claimed.lease_expires_at + timedelta(seconds=1)),  # expired
+    ]
+    for args in refusals:
+        with pytest.raises(Exception) as caught:
+            await _check(world, *args)
+        assert getattr(caught.value, "sqlstate", None) == "YL001", args
+    await world.complete(claimed)
+    with pytest.raises(Exception) as ended:
+        await _check(world, run, token, alice)
+    assert getattr(ended.value, "sqlstate", None) == "YL001"
+
+
+def _memory_context(claimed: ClaimedRun, workdir: Path) -> ChatBotContext:
+    return ChatBotContext(
+        model="builtin:scripted",
+        tools=[],
+        enable_memory=True,
+        memory="- likes tea",
+        uid=str(claimed.uid),
+        run_id=str(claimed.run_id),
+        workdir=str(workdir),
+    )
+
+
+async def _reply(context: ChatBotContext, query: str, thread: str) -> str:
+    graph = build_agent_graph(context, checkpointer=InMemorySaver())
+    state = await graph.ainvoke(
+        {"messages": [{"role": "user", "content": query}]},
+        {"configurable": {"thread_id": thread}},
+        context=context,
+    )
+    last = state["messages"][-1]
+    assert isinstance(last, AIMessage)
+    return last.text
+
+
+async def test_a_memory_call_after_the_lease_is_lost_is_refused(
+    world: World, tmp_path: Path
+) -> None:
+    claimed = await _claimed(world)
+    workspace = tmp_path / "workspaces" / str(claimed.uid)
+    (workspace / "agents").mkdir(parents=True)
+    memory_file = workspace / MEMORY_FILE
+    memory_file.write_text("- likes tea\n")
+    context = _memory_context(claimed, tmp_path / "work")
+    memory = LeasedRunMemory(
+        world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace
+    )
+    token = current_run_memory.set(memory)
+    try:
+        append = '/tool memory_append {"text": "- has a cat"}'
+        assert await _reply(context, append, "t1") == (
+            "tool memory_append returned: appended to agents/MEMORY.md (25 bytes now)"
+        )
+        assert memory_file.read_text() == "- likes tea\n\n- has a cat\n"
+        assert await _reply(context, "/tool memory_read {}", "t2") == (
+            "tool memory_read returned: - likes tea\n\n- has a cat\n"
+        )
+        # the worker gives the run back: its token no longer holds a lease
+        async with world.pool.connection() as conn:
+            await run_release(conn, claimed.run_id, claimed.lease_token, reason="test")
+        with pytest.raises(MemoryRefused):
+            await memory.check_lease()
+        refused = "this run no longer holds its lease; memory is left unchanged"
+        for query in (
+            '/tool memory_append {"text": "- late"}',
+            '/tool memory_replace_section {"heading": "Pets", "content": "a dog"}',
+            "/tool memory_read {}",
+        ):
+            name = query.split()[1]
+            assert await _reply(context, query, f"t-{name}") == f"tool {name} failed: {refused}"
+        assert memory_file.read_text() == "- likes tea\n\n- has a cat\n"
+    finally:
+        current_run_memory.reset(token)
+
+
+async def test_memory_is_refused_to_another_run_and_outside_a_worker(
+    world: World, tmp_path: Path
+) -> None:
+    claimed = await _claimed(world)
+    workspace = tmp_path / "workspaces" / str(claimed.uid)
+    (workspace / "agents").mkdir(parents=True)
+    (workspace / MEMORY_FILE).write_text("notes\n")
+    context = _memory_context(claimed, tmp_path / "work")
+    query = '/tool memory_append {"text": "x"}'
+    assert await _reply(context, query, "no-worker") == (
+        "tool memory_append failed: memory tools work only in a run executed by a yuxi worker"
+    )
+    other = LeasedRunMemory(world.pool, uuid4(), claimed.uid, claimed.lease_token, workspace)
+    token = current_run_memory.set(other)
+    try:
+        assert await _reply(context, query, "other-run") == (
+            "tool memory_append failed: memory belongs to another run; refused"
+        )
+    finally:
+        current_run_memory.reset(token)
+    assert (workspace / MEMORY_FILE).read_text() == "notes\n"
+
+
+async def test_an_edit_over_64_kib_is_a_tool_error_and_changes_nothing(
+    world: World, tmp_path: Path
+) -> None:
+    claimed = await _claimed(world)
+    workspace = tmp_path / "workspaces" / str(claimed.uid)
+    (workspace / "agents").mkdir(parents=True)
+    full = "x" * (PROMPT_LIMIT - 10) + "\n"
+    (workspace / MEMORY_FILE).write_text(full)
+    context = _memory_context(claimed, tmp_path / "work")
+    token = current_run_memory.set(
+        LeasedRunMemory(world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace)
+    )
+    try:
+        reply = await _reply(context, '/tool memory_append {"text": "0123456789"}', "big")
+    finally:
+        current_run_memory.reset(token)
+    assert reply == (
+        "tool memory_append failed: agents/MEMORY.md would be 65539 bytes;"
+        " the limit is 65536 bytes (64 KiB)"
+    )
+    assert (workspace / MEMORY_FILE).read_text() == full
+
+
+async def test_memory_read_shows_what_an_agent_may_see(world: World, tmp_path: Path) -> None:
+    """No HTML comments (the user's notes), at most 64 KiB; and a file over 64 KiB is
+    refused to an edit."""
+    claimed = await _claimed(world)
+    workspace = tmp_path / "workspaces" / str(claimed.uid)
+    (workspace / "agents").mkdir(parents=True)
+    memory_file = workspace / MEMORY_FILE
+    memory = LeasedRunMemory(
+        world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace
+    )
+    memory_file.write_text("<!-- for me only -->\n- likes tea\n")
+    assert await memory.read() == "\n- likes tea\n"
+    memory_file.write_text("y" * (PROMPT_LIMIT + 5))
+    text = await memory.read()
+    assert (
+        text
+        == "y" * PROMPT_LIMIT + "\n\n[agents/MEMORY.md was cut at 64 KiB; the rest is not shown]"
+    )
+    with pytest.raises(MemoryRefused, match="is over 65536 bytes"):
+        await memory.edit(lambda current: current + "z")
+    assert memory_file.read_text() == "y" * (PROMPT_LIMIT + 5)
