@@ -36,7 +36,9 @@ def without_todo_section(prompt: str) -> str:
 @pytest.fixture
 def recording(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     RecordingModel.prompts = []
-    monkeypatch.setattr(agent_graph, "load_chat_model", lambda spec: RecordingModel())
+    monkeypatch.setattr(
+        agent_graph, "load_chat_model", lambda spec, registered=None: RecordingModel()
+    )
     monkeypatch.setattr(agent_graph, "_GRAPHS", type(agent_graph._GRAPHS)())
     return RecordingModel.prompts
 

@@ -128,6 +128,14 @@ class BaseContext:
         default="", metadata=_runtime("agents/AGENTS.md and agents/USER.md, appended to the prompt")
     )
     memory: str = field(default="", metadata=_runtime("agents/MEMORY.md when enable_memory"))
+    attachments: list[dict[str, Any]] = field(
+        default_factory=list,
+        metadata=_runtime("The conversation's attachments: {path, media_type, bytes}"),
+    )
+    # the registry's model for ``model`` (its key opened by the worker), None without one
+    registered_model: Any = field(
+        default=None, repr=False, metadata=_runtime("The registry model the run uses")
+    )
 
     RESOURCE_FIELDS: ClassVar[tuple[str, ...]] = ("tools", "knowledges", "mcps", "skills")
 

@@ -22,7 +22,7 @@ from langgraph.graph.state import CompiledStateGraph
 from yuxi.agents.context import BaseContext
 from yuxi.agents.delegation import allowed_subagents, task
 from yuxi.agents.memory import is_subagent_context, memory_tools_mounted
-from yuxi.agents.models import load_chat_model
+from yuxi.agents.models import RegisteredModel, load_chat_model
 from yuxi.agents.tools import ASK_USER_TOOL, BUILTIN_TOOLS
 from yuxi.agents.tools.memory import MEMORY_TOOLS, MemoryMiddleware
 
@@ -45,6 +45,8 @@ def build_system_prompt(context: BaseContext) -> str:
         parts.append(MEMORY_INTRO + "\n" + context.memory)
         if memory_tools_mounted(context):
             parts.append(MEMORY_TOOLS_HINT)
+    if context.attachments:
+        parts.append(attachments_prompt(context.attachments))
     subagents = allowed_subagents(context)
     if subagents:
         parts.append(
@@ -52,6 +54,18 @@ def build_system_prompt(context: BaseContext) -> str:
             + ", ".join(subagents)
         )
     return "\n\n".join(part for part in parts if part)
+
+
+def attachments_prompt(attachments: list[dict[str, Any]]) -> str:
+    """What the model is told of the files the user attached (the seed's
+    save_attachments_to_fs): their paths in the working directory, types and sizes."""
+    lines = [
+        "The user attached these files to the conversation; they are in its working"
+        " directory (read them with read_file when you have it):"
+    ]
+    for item in attachments:
+        lines.append(f"- {item.get('path')} ({item.get('media_type')}, {item.get('bytes')} bytes)")
+    return "\n".join(lines)
 
 
 @dynamic_prompt
@@ -105,6 +119,7 @@ def build_agent_graph(
         context.summary_threshold,
         context.summary_keep_messages,
         context.summary_prompt,
+        _model_identity(context),
         id(checkpointer),
     )
     graph = _GRAPHS.get(key)
@@ -118,6 +133,18 @@ def build_agent_graph(
     return graph
 
 
+def _registered(context: BaseContext) -> RegisteredModel | None:
+    found = context.registered_model
+    return found if isinstance(found, RegisteredModel) else None
+
+
+def _model_identity(context: BaseContext) -> tuple[str, str] | None:
+    """What of the registry model shapes the compiled graph: the row and its version
+    (never the key; a changed row builds a new provider)."""
+    found = _registered(context)
+    return None if found is None else (found.id, found.version)
+
+
 def _compile(
     context: BaseContext,
     tool_names: tuple[str, ...],
@@ -125,7 +152,7 @@ def _compile(
     memory: bool,
     checkpointer: BaseCheckpointSaver[Any] | None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    model = load_chat_model(context.model)
+    model = load_chat_model(context.model, registered=_registered(context))
     tools = [BUILTIN_TOOLS[name] for name in tool_names] + ([task] if delegates else [])
     # the dynamic prompt first: it sets the system prompt that the todo list's section
     # is then appended to

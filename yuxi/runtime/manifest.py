@@ -39,6 +39,9 @@ def build_manifest(prepared: PreparedContext, run: ExecutionInput) -> dict[str, 
         "agent": {"slug": run.agent_slug, "backend_id": run.backend_id},
         "run_type": run.run_type,
         "model": context.model,
+        # the registry's model (flags, parameters, its version; never the key): a model
+        # changed between two attempts gives another manifest (manifest_conflict)
+        "model_snapshot": _snapshot(context.registered_model),
         "tool_approval_mode": context.tool_approval_mode,
         "config_digest": sha256_hex(
             canonical_json(
@@ -57,3 +60,10 @@ def build_manifest(prepared: PreparedContext, run: ExecutionInput) -> dict[str, 
 
 def manifest_fingerprint(manifest: dict[str, Any]) -> str:
     return sha256_hex(canonical_json(manifest))
+
+
+def _snapshot(registered: object) -> dict[str, Any] | None:
+    snapshot = getattr(registered, "snapshot", None)
+    if not callable(snapshot):
+        return None
+    return {**snapshot(), "version": getattr(registered, "version", None)}

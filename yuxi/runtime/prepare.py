@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pydantic import SecretStr
 
 from yuxi.agents.base import BaseAgent
 from yuxi.agents.context import BaseContext
 from yuxi.agents.memory import is_subagent_context
+from yuxi.agents.models import Capabilities, ModelSpecError, RegisteredModel
 from yuxi.agents.subagent import SubAgentContext
 from yuxi.queue.runs import ExecutionInput
+from yuxi.runtime.model_registry import model_context
 from yuxi.runtime.resources import (
     RESOURCE_KINDS,
     ResourceCatalog,
@@ -18,6 +23,7 @@ from yuxi.runtime.resources import (
     narrow_subagents,
     skill_closure,
 )
+from yuxi.runtime.secret_box import SecretBox
 from yuxi.runtime.workspace import (
     MEMORY_FILE,
     WorkspaceFile,
@@ -62,6 +68,11 @@ async def prepare_agent_runtime_context(
 
     payload = run.input_payload
     context.model = str(payload.get("model_spec") or context.model)
+    context.registered_model = registered_model(run, home)
+    context.attachments = [
+        {"path": a.get("path"), "media_type": a.get("media_type"), "bytes": a.get("bytes")}
+        for a in run.attachments
+    ]
     # the one place the approval mode is read from the run's input; the rest of the
     # runtime reads the prepared Context
     context.set_tool_approval_mode(payload.get("tool_approval_mode"))
@@ -95,6 +106,44 @@ async def prepare_agent_runtime_context(
     context.workspace_prompt = workspace_prompt(prompt_files)
     context.memory = memory.text if memory else ""
     return PreparedContext(context, prompt_files, ignored)
+
+
+def registered_model(run: ExecutionInput, home: Path) -> RegisteredModel | None:
+    """The registry's model of the run's spec (``run.model``), its key opened; None when
+    the spec has no registry entry. ModelSpecError when the model was disabled after
+    the request was accepted."""
+    row = run.model
+    if row is None:
+        return None
+    if not row.get("enabled", True):
+        raise ModelSpecError(f"model {row.get('spec')} is disabled")
+    key = None
+    if run.model_key_sealed is not None:
+        opened = _secrets(home).open(bytes(run.model_key_sealed), model_context(row["id"]))
+        key = SecretStr(opened)
+    return RegisteredModel(
+        id=str(row["id"]),
+        spec=str(row["spec"]),
+        version=str(row.get("updated_at")),
+        byok=row.get("owner_uid") is not None,
+        base_url=row.get("base_url"),
+        api_key=key,
+        capabilities=Capabilities(
+            streaming=bool(row.get("streaming", True)),
+            tool_calling=bool(row.get("function_calling", True)),
+            vision=bool(row.get("vision", False)),
+            json_mode=bool(row.get("json_mode", False)),
+        ),
+        context_window=row.get("context_window"),
+        max_tokens=row.get("max_tokens"),
+        temperature=row.get("temperature"),
+        top_p=row.get("top_p"),
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _secrets(home: Path) -> SecretBox:
+    return SecretBox.from_env(home)
 
 
 def _scope_subagent(context: SubAgentContext, run: ExecutionInput) -> None:

@@ -1,0 +1,115 @@
+"""Runs on registry models against the local OpenAI-compatible stub: a user's own key
+(BYOK) and a platform model's flags and parameters reach the provider; the key reaches
+nothing else."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.api.conftest import Api
+from tests.openai_stub import TEXT, StubServer, stub_server
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+BYOK_KEY = "sk-bob-own-key-5f0c9e7d1a2b"
+PLATFORM_KEY = "sk-platform-key-77aa55cc3311"
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[StubServer]:
+    with stub_server() as server:
+        yield server
+
+
+async def _run(api: Api, who: str, thread: str, query: str, spec: str) -> dict[str, Any]:
+    request = await api.submit(thread, query, who=who, model_spec=spec)
+    view = await api.wait_dispatched(request["request_id"], who=who)
+    await api.wait_run(view["run_id"], who=who)
+    return {"run_id": view["run_id"], **(await api.result(view["run_id"], who=who))}
+
+
+async def test_a_byok_model_is_called_with_its_owners_key_only(
+    api: Api, worker: None, stub: StubServer
+) -> None:
+    created = await api.bob.post(
+        "/api/me/models",
+        json={
+            "spec": "openai:bobs-gpt",
+            "name": "Bob's",
+            "base_url": stub.base_url,
+            "api_key": BYOK_KEY,
+        },
+    )
+    assert created.status_code == 201, created.text
+    thread = await api.thread("bob")
+    seen = len(stub.requests)
+    result = await _run(api, "bob", thread, "hello", "openai:bobs-gpt")
+    # the chatbot offers its tools: the stub calls one, then answers the tool's result
+    assert result["status"] == "completed" and result["output"].startswith("tool said"), result
+    calls = stub.requests[seen:]
+    assert calls and all(c.headers["authorization"] == f"Bearer {BYOK_KEY}" for c in calls)
+    assert {c.body["model"] for c in calls} == {"bobs-gpt"}
+
+    manifest = (await api.bob.get(f"/api/agent/runs/{result['run_id']}/manifest")).json()
+    snapshot = (
+        manifest["manifest"]["model_snapshot"]
+        if "manifest" in manifest
+        else manifest["model_snapshot"]
+    )
+    assert snapshot["id"] == created.json()["id"] and snapshot["byok"] is True
+    assert snapshot["has_key"] is True and BYOK_KEY not in json.dumps(manifest)
+    events = await api.bob.get(f"/api/agent/runs/{result['run_id']}/events")
+    assert BYOK_KEY not in events.text
+    history = await api.history(thread, "bob")
+    assert BYOK_KEY not in json.dumps(history)
+    # nowhere in the database in the clear: not in a row, a checkpoint or an event
+    tables = await api.sql(
+        "SELECT schemaname || '.' || tablename FROM pg_tables"
+        " WHERE schemaname = 'yuxi' OR tablename LIKE 'checkpoint%%'"
+    )
+    for (table,) in tables:
+        for row in await api.sql(f"SELECT * FROM {table}"):
+            for value in row:
+                raw = bytes(value) if isinstance(value, (bytes, memoryview)) else None
+                assert BYOK_KEY.encode() not in (raw or json.dumps(value, default=str).encode())
+
+
+async def test_a_platform_models_flags_and_parameters_reach_the_provider(
+    api: Api, worker: None, stub: StubServer
+) -> None:
+    created = await api.admin.post(
+        "/api/models",
+        json={
+            "spec": "openai:flat",
+            "name": "Flat",
+            "base_url": stub.base_url,
+            "api_key": PLATFORM_KEY,
+            "capabilities": {"streaming": False, "function_calling": False},
+            "temperature": 0.3,
+            "max_tokens": 77,
+        },
+    )
+    assert created.status_code == 201, created.text
+    thread = await api.thread("alice")
+    upload = await api.alice.post(
+        f"/api/chat/thread/{thread}/attachments",
+        files=[("file", ("notes.txt", b"12345", "text/plain"))],
+    )
+    assert upload.status_code == 201, upload.text
+    seen = len(stub.requests)
+    result = await _run(api, "alice", thread, "what did I attach?", "openai:flat")
+    assert result["status"] == "completed" and result["output"] == TEXT, result
+    [call] = stub.requests[seen:]
+    assert call.headers["authorization"] == f"Bearer {PLATFORM_KEY}"
+    assert not call.body.get("stream") and "tools" not in call.body
+    assert call.body["temperature"] == 0.3
+    assert 77 in (call.body.get("max_tokens"), call.body.get("max_completion_tokens"))
+    system = call.body["messages"][0]
+    assert system["role"] == "system"
+    content = system["content"]
+    text = content if isinstance(content, str) else "".join(p["text"] for p in content)
+    assert "- uploads/notes.txt (text/plain, 5 bytes)" in text
