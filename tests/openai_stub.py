@@ -8,7 +8,9 @@ Behaviour, chosen by the request:
 - tools offered and the last message is from the user: one tool call to the first tool;
 - last message is a tool result: ``tool said <content>``;
 - otherwise: ``Hello from the stub server``.
-``"stream": true`` answers as SSE ``data:`` lines in several chunks.
+``"stream": true`` answers as SSE ``data:`` lines in several chunks, and, when the
+request asks with ``stream_options.include_usage``, a last chunk with the usage. Every
+call reports ``USAGE`` (3 prompt and 5 completion tokens).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any
 
 TEXT = "Hello from the stub server"
 TOOL_ARGS = {"city": "Paris"}
+# what every call reports, streamed (when asked with stream_options) or not
+USAGE = {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
 
 
 @dataclass
@@ -98,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
                             "finish_reason": "tool_calls" if tool else "stop",
                         }
                     ],
-                    "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8},
+                    "usage": USAGE,
                 },
             )
             return
@@ -119,6 +123,17 @@ class _Handler(BaseHTTPRequestHandler):
         for delta in deltas:
             self._event(model, delta, None)
         self._event(model, {}, "tool_calls" if tool else "stop")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            # as OpenAI does: a last chunk without choices, carrying the call's usage
+            usage = {
+                "id": "chatcmpl-stub",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [],
+                "usage": USAGE,
+            }
+            self.wfile.write(f"data: {json.dumps(usage)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
 
     def _event(self, model: str, delta: dict[str, Any], finish: str | None) -> None:

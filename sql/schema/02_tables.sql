@@ -323,6 +323,31 @@ ALTER TABLE yuxi.messages
     ADD CONSTRAINT messages_run_fk FOREIGN KEY (run_id)
         REFERENCES yuxi.agent_runs (run_id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED;
 
+-- Tokens a run spent, per model (the main model, and any other it called), written with
+-- the run's finish in the same transaction (yuxi.run_finish); an attempt that ends
+-- without a finish (lease lost, released) records none. cost is NULL for a model
+-- without prices and for a user's own model (BYOK runs are never charged).
+CREATE TABLE yuxi.run_usage (
+    run_id            uuid NOT NULL REFERENCES yuxi.agent_runs (run_id) ON DELETE CASCADE,
+    model             text NOT NULL CHECK (length(model) BETWEEN 1 AND 200),
+    uid               uuid NOT NULL,
+    thread_id         uuid NOT NULL,
+    input_tokens      bigint NOT NULL DEFAULT 0 CHECK (input_tokens >= 0),
+    output_tokens     bigint NOT NULL DEFAULT 0 CHECK (output_tokens >= 0),
+    cached_tokens     bigint NOT NULL DEFAULT 0 CHECK (cached_tokens >= 0),
+    reasoning_tokens  bigint NOT NULL DEFAULT 0 CHECK (reasoning_tokens >= 0),
+    cost              numeric(20, 8) CHECK (cost >= 0),
+    byok              boolean NOT NULL DEFAULT false,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, model)
+);
+CREATE INDEX run_usage_uid_idx ON yuxi.run_usage (uid, created_at);
+CREATE INDEX run_usage_thread_idx ON yuxi.run_usage (thread_id);
+COMMENT ON TABLE yuxi.run_usage IS
+    'Tokens and cost of each finished run, per model, written by yuxi.run_finish in its transaction';
+COMMENT ON COLUMN yuxi.run_usage.cost IS
+    'In the registry''s price unit (prices per million tokens); NULL without prices and for BYOK models';
+
 -- One row per claim. An attempt is written when it starts and once when it ends.
 CREATE TABLE yuxi.agent_run_attempts (
     run_id       uuid NOT NULL REFERENCES yuxi.agent_runs (run_id) ON DELETE CASCADE,

@@ -379,7 +379,7 @@ COMMENT ON FUNCTION yuxi.run_settle(yuxi.agent_runs, boolean, boolean) IS
 CREATE FUNCTION yuxi.run_finish(
     p_run_id uuid, p_token uuid, p_status text, p_messages jsonb DEFAULT '[]',
     p_error_type text DEFAULT NULL, p_error_message text DEFAULT NULL, p_now timestamptz DEFAULT NULL,
-    p_notify boolean DEFAULT true, p_events jsonb DEFAULT '[]'
+    p_notify boolean DEFAULT true, p_events jsonb DEFAULT '[]', p_usage jsonb DEFAULT '[]'
 ) RETURNS yuxi.agent_runs
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -428,12 +428,13 @@ BEGIN
     RETURNING * INTO v_run;
     UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = p_status
     WHERE run_id = p_run_id AND lease_token = p_token;
+    PERFORM yuxi.run_record_usage(v_run, p_usage);
     PERFORM yuxi.run_settle(v_run, false, p_notify);
     RETURN v_run;
 END;
 $$;
-COMMENT ON FUNCTION yuxi.run_finish(uuid, uuid, text, jsonb, text, text, timestamptz, boolean, jsonb) IS
-    'Worker: ends a run completed, failed, cancelled or interrupted with its output messages and last events, and moves the thread''s queue on. Raises invalid_input (YV001), lease_lost (YL001), illegal_transition (YT001)';
+COMMENT ON FUNCTION yuxi.run_finish(uuid, uuid, text, jsonb, text, text, timestamptz, boolean, jsonb, jsonb) IS
+    'Worker: ends a run completed, failed, cancelled or interrupted with its output messages, last events and token usage, and moves the thread''s queue on. Raises invalid_input (YV001), lease_lost (YL001), illegal_transition (YT001)';
 
 -- Gives a run back for another attempt (e.g. a worker shutting down). A run whose
 -- cancellation was requested is cancelled instead: there is nothing left to retry.
@@ -776,20 +777,22 @@ COMMENT ON FUNCTION yuxi.run_reconcile_expired(timestamptz, integer) IS
 
 -- A run's outcome: its status, the text of its final assistant message, its error.
 CREATE FUNCTION yuxi.run_result(p_run_id uuid, p_uid uuid DEFAULT NULL)
-RETURNS TABLE (status text, output text, final_message_id bigint, error_type text, error_message text)
+RETURNS TABLE (status text, output text, final_message_id bigint, error_type text, error_message text,
+               usage jsonb)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_run yuxi.agent_runs;
 BEGIN
     v_run := yuxi.run_get(p_run_id, p_uid);
     RETURN QUERY
-    SELECT v_run.status, m.content, v_run.output_message_id, v_run.error_type, v_run.error_message
+    SELECT v_run.status, m.content, v_run.output_message_id, v_run.error_type, v_run.error_message,
+           yuxi.run_usage_json(p_run_id)
     FROM (SELECT 1) one
     LEFT JOIN yuxi.messages m ON m.id = v_run.output_message_id;
 END;
 $$;
 COMMENT ON FUNCTION yuxi.run_result(uuid, uuid) IS
-    'A run''s status, final assistant text and error. Raises not_found (YN001)';
+    'A run''s status, final assistant text, error and token usage. Raises not_found (YN001)';
 
 -- Raises lease_lost unless p_token holds an unexpired lease on run p_run_id of user
 -- p_uid. A worker calls it before a side effect outside the database that must stop

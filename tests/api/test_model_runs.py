@@ -53,6 +53,11 @@ async def test_a_byok_model_is_called_with_its_owners_key_only(
     calls = stub.requests[seen:]
     assert calls and all(c.headers["authorization"] == f"Bearer {BYOK_KEY}" for c in calls)
     assert {c.body["model"] for c in calls} == {"bobs-gpt"}
+    # streamed calls, their usage asked for and added up; a BYOK run is never charged
+    assert all(c.body["stream"] and c.body["stream_options"]["include_usage"] for c in calls)
+    usage = result["usage"]
+    assert usage["input_tokens"] == 3 * len(calls) and usage["output_tokens"] == 5 * len(calls)
+    assert usage["cost"] is None and usage["by_model"][0]["byok"] is True
 
     manifest = (await api.bob.get(f"/api/agent/runs/{result['run_id']}/manifest")).json()
     snapshot = (
@@ -91,6 +96,8 @@ async def test_a_platform_models_flags_and_parameters_reach_the_provider(
             "capabilities": {"streaming": False, "function_calling": False},
             "temperature": 0.3,
             "max_tokens": 77,
+            "price_input_per_mtok": 1.0,
+            "price_output_per_mtok": 2.0,
         },
     )
     assert created.status_code == 201, created.text
@@ -110,6 +117,9 @@ async def test_a_platform_models_flags_and_parameters_reach_the_provider(
     assert 77 in (call.body.get("max_tokens"), call.body.get("max_completion_tokens"))
     system = call.body["messages"][0]
     assert system["role"] == "system"
+    # one call, priced: (3 x 1.0 + 5 x 2.0) per million tokens
+    assert result["usage"]["input_tokens"] == 3 and result["usage"]["output_tokens"] == 5
+    assert result["usage"]["cost"] == pytest.approx(13e-6)
     content = system["content"]
     text = content if isinstance(content, str) else "".join(p["text"] for p in content)
     assert "- uploads/notes.txt (text/plain, 5 bytes)" in text

@@ -28,6 +28,7 @@ from yuxi.api.routes.runs import RunsController
 from yuxi.api.routes.scheduling import ScheduledJobsController
 from yuxi.api.routes.system import health
 from yuxi.api.routes.threads import ThreadsController
+from yuxi.api.routes.usage import UsageController
 from yuxi.api.routes.users import UsersController
 from yuxi.api.routes.workspace import WorkspaceController
 from yuxi.api.state import AppState
@@ -89,6 +90,7 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             RequestEventsController,
             ScheduledJobsController,
             UsersController,
+            UsageController,
             WorkspaceController,
         ],
         dependencies={"conn": Provide(connection), "user": Provide(caller)},

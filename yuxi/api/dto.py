@@ -76,6 +76,7 @@ class RunView(msgspec.Struct, frozen=True):
     error_type: str | None
     error_message: str | None
     timing: RunTiming
+    usage: dict[str, Any] | None = None
 
 
 class RunError(msgspec.Struct, frozen=True):
@@ -88,6 +89,8 @@ class RunResult(msgspec.Struct, frozen=True):
     output: str | None
     final_message_id: int | None
     error: RunError | None
+    # {input_tokens, output_tokens, total_tokens, cost, by_model, …}; null until recorded
+    usage: dict[str, Any] | None = None
 
 
 class HistoryRun(msgspec.Struct, frozen=True):

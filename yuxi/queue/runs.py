@@ -97,6 +97,9 @@ class RunOutcome(msgspec.Struct, frozen=True):
     final_message_id: int | None
     error_type: str | None
     error_message: str | None
+    # {input_tokens, output_tokens, cached_tokens, reasoning_tokens, total_tokens, cost,
+    # by_model}; None until the run's finish recorded some
+    usage: dict[str, Any] | None
 
 
 class OutputMessage(msgspec.Struct, frozen=True):
@@ -271,10 +274,11 @@ async def run_finish(
     now: datetime | None = None,
     notify_after_commit: bool = False,
     events: Sequence[RunEvent] = (),
+    usage: Sequence[dict[str, Any]] = (),
 ) -> Run:
     """Ends the run, stores its output messages, appends its last ``events`` and its
-    `end` event and moves the thread's queue on (next dispatch, or pause), all in one
-    transaction.
+    `end` event, records its token ``usage`` (rows of ``yuxi.run_usage``) and moves the
+    thread's queue on (next dispatch, or pause), all in one transaction.
 
     ``notify_after_commit``: as for ``run_append_events``."""
     run = await call_one(
@@ -283,7 +287,7 @@ async def run_finish(
         "yuxi.run_finish(p_run_id => %(run_id)s, p_token => %(token)s, p_status => %(status)s,"
         " p_messages => %(messages)s::jsonb, p_error_type => %(error_type)s,"
         " p_error_message => %(error_message)s, p_now => %(now)s, p_notify => %(notify)s,"
-        " p_events => %(events)s::jsonb)",
+        " p_events => %(events)s::jsonb, p_usage => %(usage)s::jsonb)",
         {
             "run_id": run_id,
             "token": token,
@@ -294,6 +298,7 @@ async def run_finish(
             "now": now,
             "notify": not notify_after_commit,
             "events": encode_json(list(events)),
+            "usage": encode_json(list(usage)),
         },
     )
     if notify_after_commit:
@@ -424,6 +429,14 @@ async def run_result(
         "yuxi.run_result(p_run_id => %(run_id)s, p_uid => %(uid)s)",
         {"run_id": run_id, "uid": uid},
     )
+
+
+async def run_usage(conn: AsyncConnection[Any], run_id: UUID) -> dict[str, Any] | None:
+    """The run's usage (``yuxi.run_usage_json``), None before its finish recorded any."""
+    value = await call_scalar(
+        conn, "SELECT yuxi.run_usage_json(p_run_id => %(run_id)s)", {"run_id": run_id}
+    )
+    return None if value is None else dict(value)
 
 
 async def run_execution_input(conn: AsyncConnection[Any], run_id: UUID) -> ExecutionInput:

@@ -64,6 +64,7 @@ from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
 from yuxi.runtime.memory import LeasedRunMemory
 from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
 from yuxi.runtime.resources import ResourceCatalog
+from yuxi.runtime.usage import RunUsage
 from yuxi.runtime.workspace import ClientPaths
 
 log = logging.getLogger("yuxi.runtime")
@@ -176,8 +177,9 @@ class RunExecutor:
         home = self.settings.home
         paths = ClientPaths(home, user_workspace(home, str(claimed.uid)))
         events = EventWriter(self.pool, claimed, self.settings.flush_seconds)
+        usage = RunUsage()
         keeper = asyncio.create_task(self._keep_lease(claimed, cancelled, lease_lost))
-        work = asyncio.create_task(self._work(claimed, run, events, paths))
+        work = asyncio.create_task(self._work(claimed, run, events, paths, usage))
         stop_cancel = asyncio.create_task(cancelled.wait())
         stop_lost = asyncio.create_task(lease_lost.wait())
         try:
@@ -194,7 +196,7 @@ class RunExecutor:
                     )
                     return None
                 outcome = Outcome(RunStatus.CANCELLED)
-            return await self._finish(claimed, outcome, events)
+            return await self._finish(claimed, outcome, events, usage.finished())
         except asyncio.CancelledError:
             # The worker is shutting down: give the run back for another attempt.
             work.cancel()
@@ -247,10 +249,15 @@ class RunExecutor:
                 cancelled.set()
 
     async def _work(
-        self, claimed: ClaimedRun, run: ExecutionInput, events: EventWriter, paths: ClientPaths
+        self,
+        claimed: ClaimedRun,
+        run: ExecutionInput,
+        events: EventWriter,
+        paths: ClientPaths,
+        usage: RunUsage,
     ) -> Outcome:
         try:
-            return await self._run_graph(claimed, run, events, paths)
+            return await self._run_graph(claimed, run, events, paths, usage)
         except RunFailure as failure:
             message = paths.hide(str(failure))
             await events.error(failure.error_type, message)
@@ -280,7 +287,12 @@ class RunExecutor:
             return Outcome(RunStatus.FAILED, error_type=type(error).__name__, error_message=message)
 
     async def _run_graph(
-        self, claimed: ClaimedRun, run: ExecutionInput, events: EventWriter, paths: ClientPaths
+        self,
+        claimed: ClaimedRun,
+        run: ExecutionInput,
+        events: EventWriter,
+        paths: ClientPaths,
+        usage: RunUsage,
     ) -> Outcome:
         if run.identity_error:
             raise RunFailure("run_identity", run.identity_error)
@@ -294,6 +306,7 @@ class RunExecutor:
         )
         context = prepared.context
         paths.workdir = context.workdir
+        usage.spec, usage.registered = context.model, context.registered_model
         manifest = build_manifest(prepared, run)
         # The manifest is written once; the same call reads the run's identity again:
         # the conversation or agent may have changed while we prepared.
@@ -325,6 +338,8 @@ class RunExecutor:
         config: RunnableConfig = {
             "configurable": {"thread_id": _checkpoint_thread(run)},
             "recursion_limit": max(context.max_execution_steps, 1) * 2 + 1,
+            # every model call's tokens, summarisation included
+            "callbacks": [usage],
         }
         first_input = await graph_input(graph, config, run, claimed.attempt_no)
         produced: list[BaseMessage] = []
@@ -369,7 +384,11 @@ class RunExecutor:
         return Outcome(RunStatus.COMPLETED, [stored_message(m) for m in produced])
 
     async def _finish(
-        self, claimed: ClaimedRun, outcome: Outcome, events: EventWriter
+        self,
+        claimed: ClaimedRun,
+        outcome: Outcome,
+        events: EventWriter,
+        usage: list[dict[str, Any]] | None = None,
     ) -> str | None:
         """Ends the attempt (run_finish, or run_retry after an outage). While the database
         cannot be reached it tries again, with the same events and outcome, as long as
@@ -403,6 +422,7 @@ class RunExecutor:
                             error_message=outcome.error_message,
                             notify_after_commit=True,
                             events=remaining,
+                            usage=usage or (),
                         )
                 if backoff.failures:
                     log.info("run %s: ended after the database came back", claimed.run_id)

@@ -92,5 +92,7 @@ def _openai(
         disable_streaming=not capabilities.streaming,
         tool_calling=capabilities.tool_calling,
         spec=str(spec),
+        # a compatible server reports a streamed call's tokens only when asked
+        stream_usage=True,
         **extra,
     )

@@ -42,6 +42,7 @@ from langchain_core.messages import (
     ToolCall,
     ToolMessage,
 )
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
@@ -120,7 +121,7 @@ class ScriptedChatModel(BaseChatModel):
         plan = self._plan(messages)
         if plan.sleep:
             time.sleep(plan.sleep)
-        return ChatResult(generations=[ChatGeneration(message=_message(plan))])
+        return ChatResult(generations=[ChatGeneration(message=_message(plan, messages))])
 
     async def _agenerate(
         self,
@@ -134,7 +135,7 @@ class ScriptedChatModel(BaseChatModel):
             # Native async so a cancelled run stops here at once (the default
             # _agenerate would block an executor thread in time.sleep).
             await asyncio.sleep(plan.sleep)
-        return ChatResult(generations=[ChatGeneration(message=_message(plan))])
+        return ChatResult(generations=[ChatGeneration(message=_message(plan, messages))])
 
     def _stream(
         self,
@@ -146,7 +147,7 @@ class ScriptedChatModel(BaseChatModel):
         plan = self._plan(messages)
         if plan.sleep:
             time.sleep(plan.sleep)
-        yield from _chunks(plan)
+        yield from _chunks(plan, messages)
 
     async def _astream(
         self,
@@ -158,7 +159,7 @@ class ScriptedChatModel(BaseChatModel):
         plan = self._plan(messages)
         if plan.sleep:
             await asyncio.sleep(plan.sleep)
-        for chunk in _chunks(plan):
+        for chunk in _chunks(plan, messages):
             yield chunk
 
     # -- the script ---------------------------------------------------------------
@@ -267,13 +268,39 @@ def _sleep(argument: str) -> _Plan:
     return _Plan(text=f"slept {argument}", sleep=seconds)
 
 
-def _message(plan: _Plan) -> AIMessage:
+def usage_of(messages: Sequence[BaseMessage], plan: _Plan) -> UsageMetadata:
+    """The scripted model's deterministic token count: one input token per word of
+    every message it was sent, one output token per word of its reply (a tool call:
+    its name and each word of its JSON arguments)."""
+    input_tokens = sum(len(message.text.split()) for message in messages)
     if plan.tool_call is not None:
-        return AIMessage(content="", tool_calls=[plan.tool_call])
-    return AIMessage(content=plan.text)
+        output_tokens = 1 + len(json.dumps(plan.tool_call["args"]).split())
+    else:
+        output_tokens = len(plan.text.split())
+    return UsageMetadata(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=input_tokens + output_tokens,
+    )
 
 
-def _chunks(plan: _Plan) -> Iterator[ChatGenerationChunk]:
+_METADATA = {"model_name": "scripted"}
+
+
+def _message(plan: _Plan, messages: Sequence[BaseMessage]) -> AIMessage:
+    usage = usage_of(messages, plan)
+    if plan.tool_call is not None:
+        return AIMessage(
+            content="",
+            tool_calls=[plan.tool_call],
+            usage_metadata=usage,
+            response_metadata=dict(_METADATA),
+        )
+    return AIMessage(content=plan.text, usage_metadata=usage, response_metadata=dict(_METADATA))
+
+
+def _chunks(plan: _Plan, messages: Sequence[BaseMessage]) -> Iterator[ChatGenerationChunk]:
+    usage = usage_of(messages, plan)
     if plan.tool_call is not None:
         call = plan.tool_call
         chunk = AIMessageChunk(
@@ -288,13 +315,21 @@ def _chunks(plan: _Plan) -> Iterator[ChatGenerationChunk]:
                 }
             ],
             chunk_position="last",
+            usage_metadata=usage,
+            response_metadata=dict(_METADATA),
         )
         yield ChatGenerationChunk(message=chunk)
         return
     words = _WORD.findall(plan.text) or [""]
     for position, word in enumerate(words):
         last = position == len(words) - 1
-        message = AIMessageChunk(content=word, chunk_position="last" if last else None)
+        message = AIMessageChunk(
+            content=word,
+            chunk_position="last" if last else None,
+            # the usage and model name once, on the last chunk (chunks add up)
+            usage_metadata=usage if last else None,
+            response_metadata=dict(_METADATA) if last else {},
+        )
         yield ChatGenerationChunk(message=message)
 
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 from uuid import UUID
 
+import msgspec
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
@@ -54,6 +55,7 @@ from yuxi.queue.runs import (
     run_request_cancel,
     run_result,
     run_resume,
+    run_usage,
 )
 from yuxi.queue.statuses import ENDED_RUN_STATUSES
 from yuxi.queue.threads import (
@@ -195,7 +197,8 @@ class RunsController(Controller):
     async def get_one(
         self, conn: Conn, user: NamedDependency[User], run_id: FromPath[UUID]
     ) -> RunView:
-        return run_view(await run_get(conn, run_id, uid=user.uid))
+        view = run_view(await run_get(conn, run_id, uid=user.uid))
+        return msgspec.structs.replace(view, usage=await run_usage(conn, run_id))
 
     @get("/runs/{run_id:uuid}/result", summary="A run's outcome")
     async def result(
@@ -206,7 +209,11 @@ class RunsController(Controller):
         if row.error_type or row.error_message:
             error = RunError(type=row.error_type, message=row.error_message)
         return RunResult(
-            status=row.status, output=row.output, final_message_id=row.final_message_id, error=error
+            status=row.status,
+            output=row.output,
+            final_message_id=row.final_message_id,
+            error=error,
+            usage=row.usage,
         )
 
     @post("/runs/{run_id:uuid}/cancel", status_code=200, summary="Cancel a run and its children")

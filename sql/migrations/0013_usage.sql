@@ -1,0 +1,216 @@
+-- Token usage: yuxi.run_usage, written by yuxi.run_finish (a new p_usage) in its
+-- transaction; yuxi.run_result returns it.
+
+-- Tokens a run spent, per model (the main model, and any other it called), written with
+-- the run's finish in the same transaction (yuxi.run_finish); an attempt that ends
+-- without a finish (lease lost, released) records none. cost is NULL for a model
+-- without prices and for a user's own model (BYOK runs are never charged).
+CREATE TABLE yuxi.run_usage (
+    run_id            uuid NOT NULL REFERENCES yuxi.agent_runs (run_id) ON DELETE CASCADE,
+    model             text NOT NULL CHECK (length(model) BETWEEN 1 AND 200),
+    uid               uuid NOT NULL,
+    thread_id         uuid NOT NULL,
+    input_tokens      bigint NOT NULL DEFAULT 0 CHECK (input_tokens >= 0),
+    output_tokens     bigint NOT NULL DEFAULT 0 CHECK (output_tokens >= 0),
+    cached_tokens     bigint NOT NULL DEFAULT 0 CHECK (cached_tokens >= 0),
+    reasoning_tokens  bigint NOT NULL DEFAULT 0 CHECK (reasoning_tokens >= 0),
+    cost              numeric(20, 8) CHECK (cost >= 0),
+    byok              boolean NOT NULL DEFAULT false,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, model)
+);
+CREATE INDEX run_usage_uid_idx ON yuxi.run_usage (uid, created_at);
+CREATE INDEX run_usage_thread_idx ON yuxi.run_usage (thread_id);
+COMMENT ON TABLE yuxi.run_usage IS
+    'Tokens and cost of each finished run, per model, written by yuxi.run_finish in its transaction';
+COMMENT ON COLUMN yuxi.run_usage.cost IS
+    'In the registry''s price unit (prices per million tokens); NULL without prices and for BYOK models';
+
+-- Records p_usage ([{model, input_tokens, output_tokens, cached_tokens?,
+-- reasoning_tokens?, cost?, byok?}]) for the locked, finishing run p_run; a model
+-- already recorded for it (an earlier attempt's finish cannot exist, but a retried
+-- call can) adds up.
+CREATE FUNCTION yuxi.run_record_usage(p_run yuxi.agent_runs, p_usage jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_usage IS NULL OR p_usage = '[]' THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(p_usage) <> 'array' OR EXISTS (
+           SELECT 1 FROM jsonb_array_elements(p_usage) u
+           WHERE jsonb_typeof(u) <> 'object' OR u ->> 'model' IS NULL) THEN
+        RAISE EXCEPTION 'usage must be a JSON array of objects with a model'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    INSERT INTO yuxi.run_usage AS r (run_id, model, uid, thread_id, input_tokens, output_tokens,
+                                    cached_tokens, reasoning_tokens, cost, byok)
+    SELECT p_run.run_id, u ->> 'model', p_run.uid, p_run.thread_id,
+           coalesce((u ->> 'input_tokens')::bigint, 0), coalesce((u ->> 'output_tokens')::bigint, 0),
+           coalesce((u ->> 'cached_tokens')::bigint, 0), coalesce((u ->> 'reasoning_tokens')::bigint, 0),
+           (u ->> 'cost')::numeric, coalesce((u ->> 'byok')::boolean, false)
+    FROM jsonb_array_elements(p_usage) u
+    ON CONFLICT (run_id, model) DO UPDATE SET
+        input_tokens = r.input_tokens + excluded.input_tokens,
+        output_tokens = r.output_tokens + excluded.output_tokens,
+        cached_tokens = r.cached_tokens + excluded.cached_tokens,
+        reasoning_tokens = r.reasoning_tokens + excluded.reasoning_tokens,
+        cost = CASE WHEN r.cost IS NULL AND excluded.cost IS NULL THEN NULL
+                    ELSE coalesce(r.cost, 0) + coalesce(excluded.cost, 0) END;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_record_usage(yuxi.agent_runs, jsonb) IS
+    'Internal (yuxi.run_finish): records a finishing run''s usage per model. Raises invalid_input (YV001)';
+
+-- Usage rows summed: {input_tokens, output_tokens, cached_tokens, reasoning_tokens,
+-- total_tokens, cost, by_model: [{model, ..., cost, byok}]}; cost is NULL when no row
+-- has one.
+CREATE FUNCTION yuxi.usage_json(p_rows yuxi.run_usage[]) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN cardinality(p_rows) = 0 THEN NULL ELSE (
+        SELECT jsonb_build_object(
+            'input_tokens', sum(u.input_tokens), 'output_tokens', sum(u.output_tokens),
+            'cached_tokens', sum(u.cached_tokens), 'reasoning_tokens', sum(u.reasoning_tokens),
+            'total_tokens', sum(u.input_tokens + u.output_tokens), 'cost', sum(u.cost),
+            'by_model', (SELECT jsonb_agg(jsonb_build_object(
+                              'model', m.model, 'input_tokens', m.input_tokens,
+                              'output_tokens', m.output_tokens, 'cached_tokens', m.cached_tokens,
+                              'reasoning_tokens', m.reasoning_tokens,
+                              'total_tokens', m.input_tokens + m.output_tokens,
+                              'cost', m.cost, 'byok', m.byok) ORDER BY m.model)
+                         FROM (SELECT x.model, sum(x.input_tokens) AS input_tokens,
+                                      sum(x.output_tokens) AS output_tokens,
+                                      sum(x.cached_tokens) AS cached_tokens,
+                                      sum(x.reasoning_tokens) AS reasoning_tokens,
+                                      sum(x.cost) AS cost, bool_or(x.byok) AS byok
+                               FROM unnest(p_rows) x GROUP BY x.model) m))
+        FROM unnest(p_rows) u) END
+$$;
+COMMENT ON FUNCTION yuxi.usage_json(yuxi.run_usage[]) IS
+    'Internal: usage rows summed, with a per-model breakdown (by_model); NULL for none';
+
+CREATE FUNCTION yuxi.run_usage_json(p_run_id uuid) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT yuxi.usage_json(ARRAY(SELECT u FROM yuxi.run_usage u WHERE u.run_id = p_run_id))
+$$;
+COMMENT ON FUNCTION yuxi.run_usage_json(uuid) IS
+    'A run''s usage as the API shows it ({input_tokens, output_tokens, total_tokens, cost, by_model}), NULL before its finish recorded any';
+
+-- A live thread's usage, every run of it (subagent runs included). Raises not_found.
+CREATE FUNCTION yuxi.thread_usage(p_uid uuid, p_thread_id uuid) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    PERFORM yuxi.thread_get(p_uid, p_thread_id);
+    RETURN coalesce(
+        yuxi.usage_json(ARRAY(SELECT u FROM yuxi.run_usage u WHERE u.thread_id = p_thread_id)),
+        jsonb_build_object('input_tokens', 0, 'output_tokens', 0, 'cached_tokens', 0,
+                           'reasoning_tokens', 0, 'total_tokens', 0, 'cost', NULL,
+                           'by_model', '[]'::jsonb));
+END;
+$$;
+COMMENT ON FUNCTION yuxi.thread_usage(uuid, uuid) IS
+    'The usage of every run of a live thread of the user, summed and per model. Raises not_found (YN001)';
+
+-- Usage per user, UTC day and model in [p_since, p_until): one user's (p_uid), or
+-- everyone's (p_uid NULL: for admins).
+CREATE FUNCTION yuxi.usage_report(p_uid uuid, p_since timestamptz, p_until timestamptz)
+RETURNS TABLE (uid uuid, day date, model text, runs bigint, input_tokens bigint,
+               output_tokens bigint, cached_tokens bigint, reasoning_tokens bigint,
+               total_tokens bigint, cost numeric)
+LANGUAGE sql STABLE AS $$
+    SELECT u.uid, (u.created_at AT TIME ZONE 'UTC')::date, u.model, count(*),
+           sum(u.input_tokens)::bigint, sum(u.output_tokens)::bigint, sum(u.cached_tokens)::bigint,
+           sum(u.reasoning_tokens)::bigint, sum(u.input_tokens + u.output_tokens)::bigint, sum(u.cost)
+    FROM yuxi.run_usage u
+    WHERE (p_uid IS NULL OR u.uid = p_uid) AND u.created_at >= p_since AND u.created_at < p_until
+    GROUP BY 1, 2, 3
+    ORDER BY 2, 1, 3
+$$;
+COMMENT ON FUNCTION yuxi.usage_report(uuid, timestamptz, timestamptz) IS
+    'Usage per user, UTC day and model between p_since (inclusive) and p_until: one user''s, or everyone''s with p_uid NULL';
+
+DROP FUNCTION yuxi.run_finish(uuid, uuid, text, jsonb, text, text, timestamptz, boolean, jsonb);
+
+-- Ends a run as its lease holder. p_messages ([{role, content, metadata?}, ...]) are
+-- stored as the run's output; `completed` needs at least one assistant message.
+-- p_notify: as for run_append_events. p_events ([{event, payload}, ...]): the run's last
+-- events, appended before its `end` in the same transaction (one round trip fewer).
+CREATE FUNCTION yuxi.run_finish(
+    p_run_id uuid, p_token uuid, p_status text, p_messages jsonb DEFAULT '[]',
+    p_error_type text DEFAULT NULL, p_error_message text DEFAULT NULL, p_now timestamptz DEFAULT NULL,
+    p_notify boolean DEFAULT true, p_events jsonb DEFAULT '[]', p_usage jsonb DEFAULT '[]'
+) RETURNS yuxi.agent_runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_run yuxi.agent_runs;
+    v_output bigint;
+    v_events integer;
+BEGIN
+    IF jsonb_typeof(coalesce(p_events, '[]')) <> 'array'
+       OR EXISTS (SELECT 1 FROM jsonb_array_elements(coalesce(p_events, '[]')) e
+                  WHERE e ->> 'event' = 'end') THEN
+        RAISE EXCEPTION 'events must be a JSON array without an end event'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_events := jsonb_array_length(coalesce(p_events, '[]'));
+    IF p_status IS NULL OR NOT (yuxi.run_is_final(p_status) OR p_status = 'interrupted') THEN
+        RAISE EXCEPTION 'a run finishes completed, failed, cancelled or interrupted, not %', coalesce(p_status, 'null')
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF jsonb_typeof(coalesce(p_messages, '[]')) <> 'array' THEN
+        RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_run := yuxi.run_lock(p_run_id);
+    PERFORM yuxi.lease_check(v_run, p_token, v_now);
+
+    INSERT INTO yuxi.run_events (run_id, seq, event, payload, created_at)
+    SELECT p_run_id, v_run.last_event_seq + e.ord, e.value ->> 'event', coalesce(e.value -> 'payload', '{}'), v_now
+    FROM jsonb_array_elements(coalesce(p_events, '[]')) WITH ORDINALITY AS e(value, ord);
+
+    WITH stored AS (
+        INSERT INTO yuxi.messages (thread_id, role, content, run_id, request_id, metadata)
+        SELECT v_run.thread_id, m.value ->> 'role', m.value ->> 'content', p_run_id, v_run.request_id,
+               coalesce(m.value -> 'metadata', '{}')
+        FROM jsonb_array_elements(coalesce(p_messages, '[]')) WITH ORDINALITY AS m(value, ord)
+        ORDER BY m.ord
+        RETURNING id, role
+    )
+    SELECT max(id) FILTER (WHERE role = 'assistant') INTO v_output FROM stored;
+
+    UPDATE yuxi.agent_runs
+    SET status = p_status, output_message_id = v_output,
+        error_type = p_error_type, error_message = left(p_error_message, 4000),
+        lease_token = NULL, lease_expires_at = NULL, finished_at = v_now, updated_at = v_now,
+        last_event_seq = last_event_seq + v_events + 1
+    WHERE run_id = p_run_id
+    RETURNING * INTO v_run;
+    UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = p_status
+    WHERE run_id = p_run_id AND lease_token = p_token;
+    PERFORM yuxi.run_record_usage(v_run, p_usage);
+    PERFORM yuxi.run_settle(v_run, false, p_notify);
+    RETURN v_run;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_finish(uuid, uuid, text, jsonb, text, text, timestamptz, boolean, jsonb, jsonb) IS
+    'Worker: ends a run completed, failed, cancelled or interrupted with its output messages, last events and token usage, and moves the thread''s queue on. Raises invalid_input (YV001), lease_lost (YL001), illegal_transition (YT001)';
+
+DROP FUNCTION yuxi.run_result(uuid, uuid);
+
+-- A run's outcome: its status, the text of its final assistant message, its error.
+CREATE FUNCTION yuxi.run_result(p_run_id uuid, p_uid uuid DEFAULT NULL)
+RETURNS TABLE (status text, output text, final_message_id bigint, error_type text, error_message text,
+               usage jsonb)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    v_run := yuxi.run_get(p_run_id, p_uid);
+    RETURN QUERY
+    SELECT v_run.status, m.content, v_run.output_message_id, v_run.error_type, v_run.error_message,
+           yuxi.run_usage_json(p_run_id)
+    FROM (SELECT 1) one
+    LEFT JOIN yuxi.messages m ON m.id = v_run.output_message_id;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_result(uuid, uuid) IS
+    'A run''s status, final assistant text, error and token usage. Raises not_found (YN001)';
