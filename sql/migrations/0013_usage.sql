@@ -20,7 +20,6 @@ CREATE TABLE yuxi.run_usage (
     PRIMARY KEY (run_id, model)
 );
 CREATE INDEX run_usage_uid_idx ON yuxi.run_usage (uid, created_at);
-CREATE INDEX run_usage_thread_idx ON yuxi.run_usage (thread_id);
 COMMENT ON TABLE yuxi.run_usage IS
     'Tokens and cost of each finished run, per model, written by yuxi.run_finish in its transaction';
 COMMENT ON COLUMN yuxi.run_usage.cost IS
@@ -101,7 +100,11 @@ LANGUAGE plpgsql STABLE AS $$
 BEGIN
     PERFORM yuxi.thread_get(p_uid, p_thread_id);
     RETURN coalesce(
-        yuxi.usage_json(ARRAY(SELECT u FROM yuxi.run_usage u WHERE u.thread_id = p_thread_id)),
+        -- by the thread's runs (agent_runs_thread_idx), then each run's rows: a finish
+        -- writes no index of run_usage by thread
+        yuxi.usage_json(ARRAY(SELECT u FROM yuxi.agent_runs r
+                              JOIN yuxi.run_usage u ON u.run_id = r.run_id
+                              WHERE r.thread_id = p_thread_id)),
         jsonb_build_object('input_tokens', 0, 'output_tokens', 0, 'cached_tokens', 0,
                            'reasoning_tokens', 0, 'total_tokens', 0, 'cost', NULL,
                            'by_model', '[]'::jsonb));

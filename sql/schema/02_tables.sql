@@ -342,7 +342,6 @@ CREATE TABLE yuxi.run_usage (
     PRIMARY KEY (run_id, model)
 );
 CREATE INDEX run_usage_uid_idx ON yuxi.run_usage (uid, created_at);
-CREATE INDEX run_usage_thread_idx ON yuxi.run_usage (thread_id);
 COMMENT ON TABLE yuxi.run_usage IS
     'Tokens and cost of each finished run, per model, written by yuxi.run_finish in its transaction';
 COMMENT ON COLUMN yuxi.run_usage.cost IS

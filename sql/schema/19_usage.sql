@@ -75,7 +75,11 @@ LANGUAGE plpgsql STABLE AS $$
 BEGIN
     PERFORM yuxi.thread_get(p_uid, p_thread_id);
     RETURN coalesce(
-        yuxi.usage_json(ARRAY(SELECT u FROM yuxi.run_usage u WHERE u.thread_id = p_thread_id)),
+        -- by the thread's runs (agent_runs_thread_idx), then each run's rows: a finish
+        -- writes no index of run_usage by thread
+        yuxi.usage_json(ARRAY(SELECT u FROM yuxi.agent_runs r
+                              JOIN yuxi.run_usage u ON u.run_id = r.run_id
+                              WHERE r.thread_id = p_thread_id)),
         jsonb_build_object('input_tokens', 0, 'output_tokens', 0, 'cached_tokens', 0,
                            'reasoning_tokens', 0, 'total_tokens', 0, 'cost', NULL,
                            'by_model', '[]'::jsonb));

@@ -31,6 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.delegation import current_delegate
 from yuxi.agents.memory import current_run_memory
+from yuxi.agents.models.usage import current_usage
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.queue.errors import LeaseLost, ManifestConflict, RunNotClaimable
@@ -338,14 +339,14 @@ class RunExecutor:
         config: RunnableConfig = {
             "configurable": {"thread_id": _checkpoint_thread(run)},
             "recursion_limit": max(context.max_execution_steps, 1) * 2 + 1,
-            # every model call's tokens, summarisation included
-            "callbacks": [usage],
         }
         first_input = await graph_input(graph, config, run, claimed.attempt_no)
         produced: list[BaseMessage] = []
         interrupts: list[Interrupt] = []
         # the task tool's calls become child runs executed by this worker
         delegating = current_delegate.set(ChildRuns(self, claimed, run.uid))
+        # every model call's tokens (summarisation included) reach this run's collector
+        counting = current_usage.set(usage)
         # the memory tools check this run's identity and lease on every call
         remembering = current_run_memory.set(
             LeasedRunMemory(
@@ -375,6 +376,7 @@ class RunExecutor:
         finally:
             current_run_memory.reset(remembering)
             current_delegate.reset(delegating)
+            current_usage.reset(counting)
 
         if interrupts:
             await events.add(RunEvent("interrupt", interrupt_payload(interrupts)))

@@ -17,6 +17,7 @@ from yuxi.agents.models.config import (
 )
 from yuxi.agents.models.openai_compatible import OpenAICompatibleChatModel
 from yuxi.agents.models.scripted import ScriptedChatModel
+from yuxi.agents.models.usage import USAGE_RELAY
 from yuxi.settings import SettingsError
 
 # Sent when an OpenAI-compatible server other than api.openai.com has no key
@@ -53,6 +54,7 @@ def load_chat_model(
         return ScriptedChatModel(
             disable_streaming=not capabilities.streaming,
             tool_calling=capabilities.tool_calling,
+            callbacks=[USAGE_RELAY],
         )
     return _openai(parsed, settings, capabilities, registered)
 
@@ -94,5 +96,6 @@ def _openai(
         spec=str(spec),
         # a compatible server reports a streamed call's tokens only when asked
         stream_usage=True,
+        callbacks=[USAGE_RELAY],
         **extra,
     )
