@@ -128,6 +128,10 @@ class BaseContext:
         default="", metadata=_runtime("agents/AGENTS.md and agents/USER.md, appended to the prompt")
     )
     memory: str = field(default="", metadata=_runtime("agents/MEMORY.md when enable_memory"))
+    # the knowledge bases this run may search, [{id, name, slug}] (seed 001's name)
+    _visible_knowledge_bases: list[dict[str, Any]] = field(
+        default_factory=list, metadata=_runtime("Knowledge bases the run may search")
+    )
 
     RESOURCE_FIELDS: ClassVar[tuple[str, ...]] = ("tools", "knowledges", "mcps", "skills")
 

@@ -20,6 +20,7 @@ from yuxi.agents.context import BaseContext
 from yuxi.agents.delegation import allowed_subagents, task
 from yuxi.agents.models import load_chat_model
 from yuxi.agents.tools import ASK_USER_TOOL, BUILTIN_TOOLS
+from yuxi.agents.tools.knowledge import search_knowledge, visible_knowledge_bases
 
 
 def build_system_prompt(context: BaseContext) -> str:
@@ -66,7 +67,9 @@ def build_agent_graph(
     """
     tool_names = tuple(name for name in context.tools or [] if name in BUILTIN_TOOLS)
     delegates = bool(allowed_subagents(context))  # which ones: checked by the tool
+    knowledge = bool(visible_knowledge_bases(context))  # which ones: checked by the tool
     key = (
+        knowledge,
         type(context),
         context.model,
         tool_names,
@@ -81,7 +84,7 @@ def build_agent_graph(
     if graph is not None:
         _GRAPHS.move_to_end(key)
         return graph
-    graph = _compile(context, tool_names, delegates, checkpointer)
+    graph = _compile(context, tool_names, delegates, checkpointer, knowledge=knowledge)
     _GRAPHS[key] = graph
     if len(_GRAPHS) > _GRAPH_CACHE_SIZE:
         _GRAPHS.popitem(last=False)
@@ -93,9 +96,12 @@ def _compile(
     tool_names: tuple[str, ...],
     delegates: bool,
     checkpointer: BaseCheckpointSaver[Any] | None,
+    *,
+    knowledge: bool = False,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     model = load_chat_model(context.model)
     tools = [BUILTIN_TOOLS[name] for name in tool_names] + ([task] if delegates else [])
+    tools += [search_knowledge] if knowledge else []
     middleware: list[AgentMiddleware[Any, Any]] = [_context_prompt]
     if context.asks_tool_approval and tools:
         middleware.append(

@@ -20,6 +20,7 @@ from yuxi.api.limits import refuse_deep_json
 from yuxi.api.metrics import HttpMetrics
 from yuxi.api.routes.agents import AgentsController
 from yuxi.api.routes.files import FilesController
+from yuxi.api.routes.knowledge import KnowledgeBasesController
 from yuxi.api.routes.metrics import metrics
 from yuxi.api.routes.projects import ProjectsController
 from yuxi.api.routes.requests import RequestEventsController
@@ -73,6 +74,7 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             ProjectsController,
             ThreadsController,
             FilesController,
+            KnowledgeBasesController,
             RunsController,
             RequestEventsController,
             ScheduledJobsController,

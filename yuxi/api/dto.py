@@ -225,6 +225,9 @@ class Health(msgspec.Struct, frozen=True):
     status: str
     database: str
     workers: int
+    # whether knowledge-base vector search uses pgvector's HNSW indexes, and why not
+    vector_indexing: bool | None = None
+    vector_search: str | None = None
 
 
 class ErrorDetail(msgspec.Struct, frozen=True):
