@@ -12,7 +12,8 @@ Behaviour, chosen by the request:
 
 ``/v1/embeddings``: a deterministic embedding of EMBEDDING_DIMS dimensions, the counts
 of the text's words and CJK two-character grams hashed into buckets (texts that share
-words are near); base64 or float lists as asked. Model ``embed-boom``: HTTP 500.
+words are near); base64 or float lists as asked. Model ``embed-boom``: HTTP 500; model
+``embed-slow``: answers after ``StubServer.embedding_delay`` seconds.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import re
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -59,6 +61,7 @@ class Received:
 class StubServer:
     base_url: str
     requests: list[Received] = field(default_factory=list)
+    embedding_delay: float = 0.0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -103,6 +106,8 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("model") == "embed-boom":
             self._json(500, {"error": {"message": "embeddings exploded", "type": "server_error"}})
             return
+        if body.get("model") == "embed-slow":
+            time.sleep(self.server.stub.embedding_delay)
         inputs = body.get("input")
         texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
         data = []
