@@ -8,6 +8,7 @@ import click
 
 from yuxi.cli.agents import agent
 from yuxi.cli.db import db
+from yuxi.cli.knowledge import kb
 from yuxi.cli.queues import queue
 from yuxi.cli.serve import api, up, worker
 from yuxi.cli.users import user
@@ -23,7 +24,7 @@ def main() -> None:
     """
 
 
-for command in (up, api, worker, db, user, agent, queue):
+for command in (up, api, worker, db, user, agent, queue, kb):
     main.add_command(command)
 
 

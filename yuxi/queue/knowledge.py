@@ -13,7 +13,7 @@ import msgspec
 from psycopg import AsyncConnection
 
 from yuxi.queue.calls import call_many, call_one, call_scalar, encode_json
-from yuxi.queue.errors import typed_errors
+from yuxi.queue.errors import NotFound, typed_errors
 
 ShareScope = Literal["owner", "selected", "all"]
 DocumentStatus = Literal["queued", "processing", "ready", "failed"]
@@ -422,3 +422,25 @@ async def kb_check_write(conn: AsyncConnection[Any], uid: UUID | None, kb_id: UU
         "SELECT (yuxi.kb_access(p_uid => %(uid)s, p_kb_id => %(kb)s, p_write => true)).id",
         {"uid": uid, "kb": kb_id},
     )
+
+
+async def kb_find(conn: AsyncConnection[Any], reference: str) -> UUID:
+    """A knowledge base by ``<id>`` or ``<owner name>/<slug>`` (operators' shorthand);
+    NotFound when there is none."""
+    owner, slash, slug = reference.partition("/")
+    if slash:
+        cur = await conn.execute(
+            "SELECT k.id FROM yuxi.knowledge_bases k JOIN yuxi.users u ON u.id = k.uid"
+            " WHERE u.name = %s AND u.deleted_at IS NULL AND k.slug = %s",
+            (owner, slug),
+        )
+    else:
+        try:
+            kb_id = UUID(reference)
+        except ValueError:
+            raise NotFound(f"knowledge base {reference}: give its id or OWNER/SLUG") from None
+        cur = await conn.execute("SELECT id FROM yuxi.knowledge_bases WHERE id = %s", (kb_id,))
+    row = await cur.fetchone()
+    if row is None:
+        raise NotFound(f"knowledge base {reference} not found")
+    return UUID(str(row[0]))
