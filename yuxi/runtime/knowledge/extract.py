@@ -44,9 +44,13 @@ def extract_text(path: Path, filename: str, media_type: str) -> str:
             return _docx(path)
         text = _decode(path.read_bytes())
         return _html(text) if kind == "html" else text
-    except ExtractionError:
+    except (ExtractionError, FileNotFoundError):
         raise
-    except (OSError, zipfile.BadZipFile, KeyError, ValueError) as error:
+    except OSError as error:  # its message would name the file's path on this host
+        raise ExtractionError(
+            f"{filename}: cannot read it: {error.strerror or type(error).__name__}"
+        ) from None
+    except (zipfile.BadZipFile, KeyError, ValueError) as error:
         raise ExtractionError(f"{filename}: cannot read it as {kind}: {error}") from None
     except Exception as error:  # pypdf raises many types of its own on broken files
         raise ExtractionError(

@@ -77,7 +77,8 @@ async def ingest_document(
                     conn,
                     task.document_id,
                     task.attempt,
-                    str(failure),
+                    # clients see this: never a path of this host
+                    str(failure).replace(str(home), "<YUXI_HOME>"),
                     retry=failure.retry,
                     max_attempts=MAX_ATTEMPTS,
                     delay_seconds=RETRY_SECONDS,
