@@ -52,13 +52,18 @@ async def _user_id(conn: Any, name: str) -> UUID:
 @click.argument("name")
 @click.option("--owner", required=True, help="The user who owns it (a name).")
 @click.option("--slug", help="Its slug (default: made from the name).")
-@click.option("--description", default="")
+@click.option("--description", default="", help="What it holds.")
 @click.option(
     "--embedding-model",
     help="provider:model of its embeddings, e.g. openai:text-embedding-3-small"
     " (default: none, full-text search only).",
 )
-@click.option("--share-scope", type=click.Choice(["owner", "selected", "all"]), default="owner")
+@click.option(
+    "--share-scope",
+    type=click.Choice(["owner", "selected", "all"]),
+    default="owner",
+    help="Who else may read it: nobody, the --share-with users, everyone.",
+)
 @click.option("--share-with", "share_with", multiple=True, help="A user to share it with.")
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 def create_command(
