@@ -11,12 +11,22 @@ Behaviour, chosen by the request:
 ``"stream": true`` answers as SSE ``data:`` lines in several chunks, and, when the
 request asks with ``stream_options.include_usage``, a last chunk with the usage. Every
 call reports ``USAGE`` (3 prompt and 5 completion tokens).
+
+``/v1/embeddings``: a deterministic embedding of EMBEDDING_DIMS dimensions, the counts
+of the text's words and CJK two-character grams hashed into buckets (texts that share
+words are near); base64 or float lists as asked. Model ``embed-boom``: HTTP 500; model
+``embed-slow``: answers after ``StubServer.embedding_delay`` seconds.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import re
+import struct
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +37,22 @@ TEXT = "Hello from the stub server"
 TOOL_ARGS = {"city": "Paris"}
 # what every call reports, streamed (when asked with stream_options) or not
 USAGE = {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+
+EMBEDDING_DIMS = 64
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def stub_embedding(text: str) -> list[float]:
+    """What the stub answers for ``text`` (not normalised)."""
+    vector = [0.0] * EMBEDDING_DIMS
+    terms = _WORD.findall(text.lower())
+    for run in _CJK_RUN.findall(text):
+        terms.extend(run[i : i + 2] for i in range(max(len(run) - 1, 1)))
+    for term in terms:
+        bucket = int.from_bytes(hashlib.sha256(term.encode()).digest()[:4], "big")
+        vector[bucket % EMBEDDING_DIMS] += 1.0
+    return vector
 
 
 @dataclass
@@ -40,6 +66,7 @@ class Received:
 class StubServer:
     base_url: str
     requests: list[Received] = field(default_factory=list)
+    embedding_delay: float = 0.0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -56,6 +83,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.stub.requests.append(
             Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
         )
+        if self.path == "/v1/embeddings":
+            self._embeddings(body)
+            return
         if self.path != "/v1/chat/completions":
             self._json(404, {"error": {"message": f"no route {self.path}"}})
             return
@@ -76,6 +106,33 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(body, model, text=f"tool said {last['content']}")
         else:
             self._reply(body, model, text=TEXT)
+
+    def _embeddings(self, body: dict[str, Any]) -> None:
+        if body.get("model") == "embed-boom":
+            self._json(500, {"error": {"message": "embeddings exploded", "type": "server_error"}})
+            return
+        if body.get("model") == "embed-slow":
+            time.sleep(self.server.stub.embedding_delay)
+        inputs = body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+        data = []
+        for index, text in enumerate(texts):
+            vector = stub_embedding(text if isinstance(text, str) else " ".join(map(str, text)))
+            if body.get("encoding_format") == "base64":
+                packed = struct.pack(f"<{len(vector)}f", *vector)
+                embedding: Any = base64.b64encode(packed).decode()
+            else:
+                embedding = vector
+            data.append({"object": "embedding", "index": index, "embedding": embedding})
+        self._json(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
+            },
+        )
 
     def _reply(self, body: dict[str, Any], model: str, *, text: str = "", tool: str = "") -> None:
         call = {

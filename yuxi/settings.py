@@ -60,6 +60,9 @@ class Settings:
     # API: attachments, the largest file and the most bytes one conversation may hold
     attachment_max_bytes: int = 100 * 1024 * 1024
     thread_attachments_max_bytes: int = 1024 * 1024 * 1024
+    # API: knowledge-base uploads, the largest document and the largest request
+    kb_document_max_bytes: int = 100 * 1024 * 1024
+    kb_upload_max_bytes: int = 512 * 1024 * 1024
 
     @property
     def pgdata(self) -> Path:
@@ -89,6 +92,8 @@ class Settings:
             thread_attachments_max_bytes=_env_int(
                 "YUXI_THREAD_ATTACHMENTS_MAX_BYTES", 1024 * 1024 * 1024
             ),
+            kb_document_max_bytes=_env_int("YUXI_KB_DOCUMENT_MAX_BYTES", 100 * 1024 * 1024),
+            kb_upload_max_bytes=_env_int("YUXI_KB_UPLOAD_MAX_BYTES", 512 * 1024 * 1024),
         ).validated()
 
     def validated(self) -> Settings:
@@ -113,6 +118,10 @@ class Settings:
         if self.attachment_max_bytes < 1 or self.thread_attachments_max_bytes < 1:
             raise SettingsError(
                 "YUXI_ATTACHMENT_MAX_BYTES and YUXI_THREAD_ATTACHMENTS_MAX_BYTES must be positive"
+            )
+        if self.kb_document_max_bytes < 1 or self.kb_upload_max_bytes < 1:
+            raise SettingsError(
+                "YUXI_KB_DOCUMENT_MAX_BYTES and YUXI_KB_UPLOAD_MAX_BYTES must be positive"
             )
         if self.pool_timeout_seconds <= 0:
             raise SettingsError("YUXI_POOL_TIMEOUT_SECONDS must be positive")

@@ -36,8 +36,15 @@ def replies(history: dict[str, Any]) -> list[str]:
 
 async def test_health_counts_the_worker(api: Api) -> None:
     body = (await api.anon.get("/api/system/health")).json()
-    assert body == {"status": "ok", "database": "ok", "workers": body["workers"]}
+    assert body == {
+        "status": "ok",
+        "database": "ok",
+        "workers": body["workers"],
+        "vector_indexing": body["vector_indexing"],
+        "vector_search": body["vector_search"],
+    }
     assert body["workers"] >= 1
+    assert isinstance(body["vector_indexing"], bool)
 
 
 async def test_echo_result_and_run_view(api: Api) -> None:

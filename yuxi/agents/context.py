@@ -136,6 +136,10 @@ class BaseContext:
     registered_model: Any = field(
         default=None, repr=False, metadata=_runtime("The registry model the run uses")
     )
+    # the knowledge bases this run may search, [{id, name, slug}] (seed 001's name)
+    _visible_knowledge_bases: list[dict[str, Any]] = field(
+        default_factory=list, metadata=_runtime("Knowledge bases the run may search")
+    )
 
     RESOURCE_FIELDS: ClassVar[tuple[str, ...]] = ("tools", "knowledges", "mcps", "skills")
 

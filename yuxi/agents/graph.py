@@ -24,6 +24,7 @@ from yuxi.agents.delegation import allowed_subagents, task
 from yuxi.agents.memory import is_subagent_context, memory_tools_mounted
 from yuxi.agents.models import RegisteredModel, load_chat_model
 from yuxi.agents.tools import ASK_USER_TOOL, BUILTIN_TOOLS
+from yuxi.agents.tools.knowledge import search_knowledge, visible_knowledge_bases
 from yuxi.agents.tools.memory import MEMORY_TOOLS, MemoryMiddleware
 
 MEMORY_INTRO = (
@@ -109,7 +110,9 @@ def build_agent_graph(
     tool_names = tuple(name for name in context.tools or [] if name in BUILTIN_TOOLS)
     delegates = bool(allowed_subagents(context))  # which ones: checked by the tool
     memory = memory_tools_mounted(context)
+    knowledge = bool(visible_knowledge_bases(context))  # which ones: checked by the tool
     key = (
+        knowledge,
         type(context),
         context.model,
         tool_names,
@@ -126,7 +129,7 @@ def build_agent_graph(
     if graph is not None:
         _GRAPHS.move_to_end(key)
         return graph
-    graph = _compile(context, tool_names, delegates, memory, checkpointer)
+    graph = _compile(context, tool_names, delegates, memory, checkpointer, knowledge=knowledge)
     _GRAPHS[key] = graph
     if len(_GRAPHS) > _GRAPH_CACHE_SIZE:
         _GRAPHS.popitem(last=False)
@@ -151,9 +154,12 @@ def _compile(
     delegates: bool,
     memory: bool,
     checkpointer: BaseCheckpointSaver[Any] | None,
+    *,
+    knowledge: bool = False,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     model = load_chat_model(context.model, registered=_registered(context))
     tools = [BUILTIN_TOOLS[name] for name in tool_names] + ([task] if delegates else [])
+    tools += [search_knowledge] if knowledge else []
     # the dynamic prompt first: it sets the system prompt that the todo list's section
     # is then appended to
     middleware: list[AgentMiddleware[Any, Any]] = [

@@ -20,6 +20,7 @@ from yuxi.api.limits import refuse_deep_json
 from yuxi.api.metrics import HttpMetrics
 from yuxi.api.routes.agents import AgentsController
 from yuxi.api.routes.files import FilesController
+from yuxi.api.routes.knowledge import KnowledgeBasesController
 from yuxi.api.routes.metrics import metrics
 from yuxi.api.routes.models import ModelsController, MyModelsController
 from yuxi.api.routes.projects import ProjectsController
@@ -86,6 +87,7 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             FilesController,
             ModelsController,
             MyModelsController,
+            KnowledgeBasesController,
             RunsController,
             RequestEventsController,
             ScheduledJobsController,

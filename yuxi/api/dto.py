@@ -276,10 +276,14 @@ class AgentDetail(msgspec.Struct, frozen=True):
     config: dict[str, Any]
 
 
-class Health(msgspec.Struct, frozen=True):
+class Health(msgspec.Struct, frozen=True, omit_defaults=True):
     status: str
     database: str
     workers: int
+    # whether knowledge-base vector search uses pgvector's HNSW indexes, and why not
+    # (left out while the database is down)
+    vector_indexing: bool | None = None
+    vector_search: str | None = None
 
 
 class ErrorDetail(msgspec.Struct, frozen=True):

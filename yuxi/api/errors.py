@@ -23,6 +23,7 @@ STATUS_BY_ERROR: dict[type[queue_errors.QueueError], int] = {
     queue_errors.NotFound: 404,
     queue_errors.InvalidInput: 400,
     queue_errors.PayloadTooLarge: 413,
+    queue_errors.ReadOnly: 403,
 }
 CONFLICT = 409
 

@@ -47,8 +47,21 @@ def db_status() -> None:
     for row in rows:
         when = row.applied_at.strftime("%Y-%m-%d %H:%M:%S%z") if row.applied_at else ""
         click.echo(f"{row.name:<{width}}  {row.state:<8}  {when}".rstrip())
+    click.echo(f"vector indexing: {_vector_search(database_url_or_exit(settings))}")
     if any(row.state in ("edited", "unknown") for row in rows):
         sys.exit(1)
+
+
+def _vector_search(url: str) -> str:
+    """What ``yuxi.kb_vector_status`` says, or why it cannot be asked."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute("SELECT detail FROM yuxi.kb_vector_status()").fetchone()
+    except psycopg.Error:
+        return "unknown (the knowledge migration is not applied)"
+    return str(row[0]) if row else "unknown"
 
 
 @db.command("url")

@@ -101,6 +101,19 @@ class PayloadTooLarge(QueueError):
     sqlstate = "YF001"
 
 
+class ReadOnly(QueueError):
+    """The caller may read the object but not change it (a knowledge base shared with
+    them); HTTP 403."""
+
+    code = "forbidden"
+    sqlstate = "YA001"
+
+
+class KnowledgeBaseExists(QueueError):
+    code = "knowledge_base_exists"
+    sqlstate = "YK001"
+
+
 class IllegalTransition(QueueError):
     code = "illegal_transition"
     sqlstate = "YT001"
@@ -126,6 +139,8 @@ BY_SQLSTATE: dict[str, type[QueueError]] = {
         LeaseLost,
         ManifestConflict,
         PayloadTooLarge,
+        ReadOnly,
+        KnowledgeBaseExists,
         IllegalTransition,
     )
 }

@@ -49,6 +49,11 @@ def build_manifest(prepared: PreparedContext, run: ExecutionInput) -> dict[str, 
             )
         ),
         "resources": resources,
+        # ids and names of the knowledge bases the run may search, never their content
+        "knowledge_bases": [
+            {"id": kb["id"], "name": kb["name"]}
+            for kb in getattr(context, "_visible_knowledge_bases", None) or []
+        ],
         # skill entries (source, version, content hash) come with the skills catalog
         "skills": [],
         "preloaded": {

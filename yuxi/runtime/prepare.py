@@ -22,6 +22,7 @@ from yuxi.runtime.resources import (
     narrow,
     narrow_subagents,
     skill_closure,
+    visible_knowledge_bases,
 )
 from yuxi.runtime.secret_box import SecretBox
 from yuxi.runtime.workspace import (
@@ -92,6 +93,9 @@ async def prepare_agent_runtime_context(
             await catalog.skill_dependencies(run.uid),
             await catalog.accessible("skills", run.uid),
         )
+    context._visible_knowledge_bases = await visible_knowledge_bases(
+        catalog, run.uid, context.knowledges or []
+    )
     if hasattr(context, "subagents"):
         context.subagents = narrow_subagents(context.subagents, run.visible_subagents)
 

@@ -15,6 +15,7 @@ from uuid import UUID
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.tools.names import builtin_tool_names
+from yuxi.queue.knowledge import kb_list, kb_readable
 
 RESOURCE_KINDS = ("tools", "knowledges", "mcps", "skills")
 
@@ -61,10 +62,26 @@ def skill_closure(
     return list(closure)
 
 
+async def visible_knowledge_bases(
+    catalog: ResourceCatalog, uid: UUID, ids: Sequence[str]
+) -> list[dict[str, str]]:
+    """``[{id, name, slug}]`` of the (already narrowed) knowledge bases ``ids``: what
+    ``_visible_knowledge_bases`` holds. A catalog without ``knowledge_bases`` names them
+    by id."""
+    if not ids:
+        return []
+    describe = getattr(catalog, "knowledge_bases", None)
+    if describe is None:
+        return [{"id": kb, "name": kb, "slug": kb} for kb in ids]
+    known: dict[str, dict[str, str]] = await describe(uid)
+    return [known[kb] for kb in ids if kb in known]
+
+
 class DatabaseCatalog:
     """Resources as the database knows them. Tools are the built-ins (every user may use
-    them); knowledge bases, MCP servers and skills have no catalog yet, so none are
-    accessible. (The subagents a user can see come with the run's execution input.)"""
+    them); knowledge bases are those the user may read (``yuxi.kb_readable``, by id); MCP
+    servers and skills have no catalog yet, so none are accessible. (The subagents a user
+    can see come with the run's execution input.)"""
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self._pool = pool
@@ -72,7 +89,18 @@ class DatabaseCatalog:
     async def accessible(self, kind: str, uid: UUID) -> list[str]:
         if kind == "tools":
             return builtin_tool_names()
+        if kind == "knowledges":
+            async with self._pool.connection() as conn:
+                return [str(kb) for kb in await kb_readable(conn, uid)]
         return []
+
+    async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
+        """The knowledge bases the user may read, by id: ``{id, name, slug}``."""
+        async with self._pool.connection() as conn:
+            return {
+                str(kb.id): {"id": str(kb.id), "name": kb.name, "slug": kb.slug}
+                for kb in await kb_list(conn, uid)
+            }
 
     async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
         return {}

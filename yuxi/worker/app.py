@@ -2,11 +2,13 @@
 
 - ``execute_run(run_id)`` (queue ``yuxi_runs``): delivered by the SQL that makes a run
   pending; executes it. A duplicate delivery finds the run claimed and does nothing.
+- ``ingest_document(document_id)`` (queue ``yuxi_knowledge``): deferred by the SQL that
+  records an uploaded document; extracts, chunks and embeds it (yuxi.runtime.knowledge).
 - ``yuxi_reconcile_leases``, ``yuxi_redeliver_runs`` and ``yuxi_tick_schedules`` (queue
   ``yuxi_maintenance``, periodic): fail or retry runs whose lease expired; re-deliver
-  pending runs whose job vanished or whose worker stopped, and delete the jobs that did
-  their work; fire due scheduled jobs. procrastinate defers each periodic slot once
-  across all workers.
+  pending runs whose job vanished or whose worker stopped, and documents whose ingestion
+  did, and delete the jobs that did their work; fire due scheduled jobs. procrastinate
+  defers each periodic slot once across all workers.
 
 The process outlives its database connections. procrastinate's worker ends when it
 loses the database (a failed fetch, heartbeat or listener); ``run_worker`` then waits
@@ -27,6 +29,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -36,8 +39,10 @@ from procrastinate.worker import Worker
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from yuxi.agents.tools.knowledge import current_knowledge
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.db.pools import app_pool, checkpointer_pool, procrastinate_pool
+from yuxi.queue.knowledge import kb_document_redeliver_stalled
 from yuxi.queue.maintenance import (
     delivery_prune,
     run_reconcile_expired,
@@ -46,6 +51,8 @@ from yuxi.queue.maintenance import (
 )
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.executor import ExecutorSettings, RunExecutor
+from yuxi.runtime.knowledge.ingest import MAX_ATTEMPTS, ingest_document
+from yuxi.runtime.knowledge.search import DatabaseKnowledge
 from yuxi.runtime.resources import DatabaseCatalog, ResourceCatalog
 from yuxi.scheduling.ticker import tick_until_idle
 from yuxi.settings import Settings
@@ -56,6 +63,7 @@ log = logging.getLogger("yuxi.worker")
 
 RUNS_QUEUE = "yuxi_runs"
 MAINTENANCE_QUEUE = "yuxi_maintenance"
+KNOWLEDGE_QUEUE = "yuxi_knowledge"
 # procrastinate's worker is named so in its logs ("procrastinate.worker.yuxi")
 PROCRASTINATE_NAME = "yuxi"
 # A procrastinate worker sends a heartbeat this often; one silent for STALLED_SECONDS
@@ -90,6 +98,7 @@ class WorkerRuntime:
     runs: InFlightRuns
     # every pool the runs use (the queue's and the checkpointer's)
     pools: tuple[AsyncConnectionPool[Any], ...] = ()
+    home: Path = Path(".yuxi")
 
 
 @asynccontextmanager
@@ -108,6 +117,8 @@ async def open_runtime(
     watcher = CancelWatcher(url)
     await pool.open()
     await saver_pool.open()
+    # the search_knowledge tool of every run this process executes searches through it
+    knowledge = current_knowledge.set(DatabaseKnowledge(pool))
     try:
         await watcher.start()
         executor = RunExecutor(
@@ -123,8 +134,9 @@ async def open_runtime(
             ),
         )
         runs = InFlightRuns(executor, settings.worker_concurrency)
-        yield WorkerRuntime(pool, executor, runs, (pool, saver_pool))
+        yield WorkerRuntime(pool, executor, runs, (pool, saver_pool), settings.home.resolve())
     finally:
+        current_knowledge.reset(knowledge)
         await watcher.stop()
         await saver_pool.close()
         await pool.close()
@@ -138,6 +150,18 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Re
     @app.task(name="execute_run", queue=RUNS_QUEUE)
     async def execute_run(run_id: str) -> None:
         await runtime.runs.deliver(UUID(run_id))
+
+    @app.task(name="ingest_document", queue=KNOWLEDGE_QUEUE)
+    async def ingest(document_id: str) -> None:
+        document = await ingest_document(runtime.pool, runtime.home, UUID(document_id))
+        if document is not None:
+            log.info(
+                "document %s (%s): %s, %d chunks",
+                document.id,
+                document.filename,
+                document.status,
+                document.chunks,
+            )
 
     @app.periodic(cron=every)
     @app.task(name="yuxi_reconcile_leases", queue=MAINTENANCE_QUEUE)
@@ -162,6 +186,14 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Re
                     "run %s: its delivery's worker stopped; re-delivered as job %s",
                     run.run_id,
                     run.job_id,
+                )
+            for document in await kb_document_redeliver_stalled(
+                conn, stalled_seconds=recovery.stalled_seconds, max_attempts=MAX_ATTEMPTS
+            ):
+                log.warning(
+                    "document %s: its ingestion stopped; now %s",
+                    document.document_id,
+                    document.status,
                 )
             await delivery_prune(conn, stalled_seconds=recovery.stalled_seconds)
 
@@ -253,7 +285,7 @@ async def _procrastinate_worker(
     app.perform_import_paths()  # type: ignore[no-untyped-call]
     worker = Worker(
         app=app,
-        queues=[RUNS_QUEUE, MAINTENANCE_QUEUE],
+        queues=[RUNS_QUEUE, MAINTENANCE_QUEUE, KNOWLEDGE_QUEUE],
         name=PROCRASTINATE_NAME,
         concurrency=settings.worker_concurrency,
         shutdown_graceful_timeout=0,

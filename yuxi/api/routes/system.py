@@ -13,17 +13,26 @@ HEALTH_TIMEOUT_SECONDS = 1.0
 @get("/api/system/health", tags=["system"], summary="Liveness, database and workers")
 async def health(state: State) -> Health:
     """``database`` is ``ok`` when a query succeeds; ``workers`` counts procrastinate
-    workers that sent a heartbeat in the last minute."""
+    workers that sent a heartbeat in the last minute; ``vector_indexing`` says whether
+    knowledge-base vector search uses pgvector (``vector_search`` says why or why not)."""
     app = state.yuxi
     try:
         # a health check answers at once: it does not queue for the pool's full timeout
         async with app.pool.connection(timeout=HEALTH_TIMEOUT_SECONDS) as conn:
             cur = await conn.execute(
-                "SELECT count(*) FROM procrastinate_workers"
-                " WHERE last_heartbeat > now() - interval '1 minute'"
+                "SELECT (SELECT count(*) FROM procrastinate_workers"
+                "        WHERE last_heartbeat > now() - interval '1 minute'),"
+                " v.vector_indexing, v.detail FROM yuxi.kb_vector_status() v"
             )
             row = await cur.fetchone()
-        workers = int(row[0]) if row else 0
-        return Health(status="ok", database="ok", workers=workers)
+        if row is None:
+            return Health(status="ok", database="ok", workers=0)
+        return Health(
+            status="ok",
+            database="ok",
+            workers=int(row[0]),
+            vector_indexing=bool(row[1]),
+            vector_search=str(row[2]),
+        )
     except Exception:
         return Health(status="degraded", database="down", workers=0)
