@@ -11,7 +11,6 @@ from langchain.agents.middleware import (
     HumanInTheLoopMiddleware,
     ModelRequest,
     SummarizationMiddleware,
-    TodoListMiddleware,
     dynamic_prompt,
     wrap_model_call,
 )
@@ -23,6 +22,7 @@ from yuxi.agents.context import BaseContext
 from yuxi.agents.delegation import allowed_subagents, task
 from yuxi.agents.memory import is_subagent_context, memory_tools_mounted
 from yuxi.agents.models import RegisteredModel, load_chat_model
+from yuxi.agents.todos import TodoList
 from yuxi.agents.tools import ASK_USER_TOOL, BUILTIN_TOOLS
 from yuxi.agents.tools.knowledge import search_knowledge, visible_knowledge_bases
 from yuxi.agents.tools.memory import MEMORY_TOOLS, MemoryMiddleware
@@ -165,7 +165,7 @@ def _compile(
     middleware: list[AgentMiddleware[Any, Any]] = [
         _context_prompt,
         _own_tools_first,
-        TodoListMiddleware(),
+        TodoList(),
     ]
     approved = [tool.name for tool in tools]
     if memory:
