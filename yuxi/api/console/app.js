@@ -146,6 +146,13 @@ function renderShell() {
       button.setAttribute("aria-expanded", String(open));
     });
   }
+  // on a phone the thread list is a drawer: choosing a thread closes it
+  threads.addEventListener("click", (event) => {
+    if (event.target.closest("a")) {
+      threads.classList.remove("open");
+      threadsToggle.setAttribute("aria-expanded", "false");
+    }
+  });
   cleanups.push(mountThreadList(ctx, threads));
   const onRoute = () => {
     threads.classList.remove("open");

@@ -1,4 +1,4 @@
-// Building the page without innerHTML: every string a user, an agent or the server
+// Building the page from nodes, never from HTML strings: every string a user, an agent or the server
 // wrote becomes a text node. The only HTML parsed is Markdown, through DOMPurify
 // (markdown.js).
 

@@ -1,9 +1,25 @@
-// Markdown from agents, rendered safely: marked turns it into HTML, DOMPurify keeps
-// only inert markup (no script, no event handlers, no javascript: URLs), and links
-// open in a new tab without a referrer.
+// Markdown from agents, rendered safely: raw HTML in the text is shown as text (never
+// parsed), marked turns the Markdown into HTML, and DOMPurify keeps only inert markup
+// (no script, no event handlers, no javascript: URLs); links open in a new tab without
+// a referrer. The page's CSP forbids inline script besides.
 
-import { marked } from "./vendor/marked.esm.js";
+import { Marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.js";
+
+const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+function escapeHtml(text) {
+  return String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
+}
+
+const marked = new Marked({
+  async: false,
+  gfm: true,
+  breaks: true,
+  renderer: {
+    html: ({ text }) => escapeHtml(text),
+  },
+});
 
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "A") {
@@ -20,6 +36,5 @@ const PURIFY = {
 
 /** A DocumentFragment of the rendered, sanitised Markdown. */
 export function renderMarkdown(text) {
-  const html = marked.parse(String(text ?? ""), { async: false, gfm: true, breaks: true });
-  return DOMPurify.sanitize(html, PURIFY);
+  return DOMPurify.sanitize(marked.parse(String(text ?? "")), PURIFY);
 }
