@@ -154,10 +154,10 @@ export function mountChat(ctx, main, threadId) {
     };
     if (approval.value) body.tool_approval_mode = approval.value;
     if (attachmentIds.length) body.attachments = attachmentIds;
-    send.disabled = true;
+    // the box is free for the next message at once; it gets this one back on an error
+    input.value = "";
     try {
       const view = await api("POST", "/api/agent/runs", body);
-      input.value = "";
       attachmentIds = [];
       fill(attached);
       if (view.status === "rejected") notice.textContent = t("chat.rejected");
@@ -167,8 +167,8 @@ export function mountChat(ctx, main, threadId) {
       await load();
     } catch (error) {
       alert.textContent = errorText(error);
+      if (!input.value) input.value = query;
     } finally {
-      send.disabled = false;
       input.focus();
     }
   });

@@ -90,7 +90,12 @@ def console_files() -> Router:
     )
 
 
-@post("/api/console/login", tags=["console"], summary="Exchange a login link's code for a token")
+@post(
+    "/api/console/login",
+    status_code=200,
+    tags=["console"],
+    summary="Exchange a login link's code for a token",
+)
 async def console_login(conn: Conn, data: JSONBody[LoginCode]) -> LoginResult:
     """A single-use code from ``yuxi up`` or ``yuxi user login-link`` becomes a new API
     token of its user (401 for an unknown, used or expired code)."""

@@ -120,15 +120,18 @@ export default {
     const body = h("div", { class: "config" });
     fill(host, h("h2", {}, t("panel.config")), field(t("config.agent"), picker), body);
 
+    let showing = 0;
     async function show(slug) {
+      const mine = ++showing; // only the last agent asked for is drawn
       fill(body, h("p", {}, t("common.loading")));
       let agent;
       try {
         agent = await api("GET", `/api/agents/${encodeURIComponent(slug)}`);
       } catch (e) {
-        fill(body, h("p", { class: "error", role: "alert" }, `${e.code}: ${e.message}`));
+        if (mine === showing) fill(body, h("p", { class: "error", role: "alert" }, `${e.code}: ${e.message}`));
         return;
       }
+      if (mine !== showing) return;
       const context = (agent.config && agent.config.context) || {};
       const controls = agent.configurable_items.map((item) => ({
         item,
