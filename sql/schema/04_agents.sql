@@ -120,6 +120,27 @@ $$;
 COMMENT ON FUNCTION yuxi.agent_save(boolean, text, text, text, text, jsonb, text, uuid[], boolean, integer) IS
     'Creates (p_create) or updates an agent and the users it is shared with. Raises invalid_input (YV001), agent_exists (YQ011), not_found (YN001)';
 
+-- Replaces only an agent's configuration (what the console's configuration form saves),
+-- leaving its name, sharing and retry budget as they are; one UPDATE, so a concurrent
+-- yuxi.agent_save of the other settings is never undone by it.
+CREATE FUNCTION yuxi.agent_set_config(p_slug text, p_config jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_config IS NULL OR jsonb_typeof(p_config) <> 'object'
+       OR jsonb_typeof(coalesce(p_config -> 'context', '{}')) <> 'object' THEN
+        RAISE EXCEPTION 'config must be an object like {"context": {...}}'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    UPDATE yuxi.agents SET config_json = p_config, updated_at = now()
+    WHERE slug = p_slug AND deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'agent % not found', p_slug USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.agent_set_config(text, jsonb) IS
+    'Replaces a live agent''s config_json and nothing else. Raises invalid_input (YV001), not_found (YN001)';
+
 -- Every agent, deleted ones included (a deleted slug still cannot be created again).
 -- shared_with lists the live users of a `selected` agent's shares: deleted users no
 -- longer see anything (agent_visible_to), so listing them would mislead.

@@ -107,13 +107,27 @@ def test_up_serves_a_conversation_and_keeps_it_across_restarts(tmp_path: Path) -
     first = start()
     try:
         assert read_until(first, "api: ") == base
+        assert read_until(first, "console: ") == f"{base}/"
         admin_token = read_until(first, "admin token (shown once): ")
         assert admin_token.startswith("yx_")
-        created = _yuxi("user", "create", "dora", env={"YUXI_HOME": env["YUXI_HOME"]})
+        admin_link = read_until(first, "admin login link (single use, 15 minutes): ")
+        assert admin_link.startswith(f"{base}/#login=")
+        created = _yuxi(
+            "user", "create", "dora", "--login-link", env={"YUXI_HOME": env["YUXI_HOME"]}
+        )
         assert created.returncode == 0, created.stderr
-        token = created.stdout.strip().splitlines()[-1]
+        *_, link_line, token = created.stdout.strip().splitlines()
+        assert link_line.startswith("login link (single use, 15 minutes): http://"), link_line
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}) as client:
             wait_healthy(client)
+            # the console's login links: each code gives its user a new token, once
+            for link, name in ((admin_link, "admin"), (link_line, "dora")):
+                code = link.rsplit("#login=", 1)[1]
+                login = client.post("/api/console/login", json={"code": code})
+                assert login.status_code == 200, login.text
+                assert login.json()["user"]["name"] == name
+                again = client.post("/api/console/login", json={"code": code})
+                assert again.status_code == 401
             thread = client.post("/api/chat/thread", json={"agent_id": "chatbot"}).json()["id"]
             submitted = client.post("/api/agent/runs", json={"thread_id": thread, "query": "ping"})
             assert submitted.status_code == 202

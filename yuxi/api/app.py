@@ -19,6 +19,7 @@ from yuxi.api.event_hub import EventHub
 from yuxi.api.limits import refuse_deep_json
 from yuxi.api.metrics import HttpMetrics
 from yuxi.api.routes.agents import AgentsController
+from yuxi.api.routes.console import console_files, console_login, console_page, me
 from yuxi.api.routes.files import FilesController
 from yuxi.api.routes.knowledge import KnowledgeBasesController
 from yuxi.api.routes.metrics import metrics
@@ -94,6 +95,11 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             UsersController,
             UsageController,
             WorkspaceController,
+            # the web console: GET /, /console/*, its login-link exchange, the caller
+            console_page,
+            console_files(),
+            console_login,
+            me,
         ],
         dependencies={"conn": Provide(connection), "user": Provide(caller)},
         before_request=refuse_deep_json,

@@ -264,6 +264,12 @@ class AgentSummary(msgspec.Struct, frozen=True):
     is_subagent: bool
 
 
+class PatchAgent(Body):
+    """Only the configuration: what the console's configuration form saves."""
+
+    config: dict[str, Any]
+
+
 class AgentDetail(msgspec.Struct, frozen=True):
     id: str
     name: str

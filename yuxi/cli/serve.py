@@ -36,11 +36,20 @@ def up(port: int | None) -> None:
     url = database_url_or_exit(settings)
     migrate_or_exit(url)
     _configure_logging()
-    admin_token = asyncio.run(_seed(url))
+    admin_token, login_code = asyncio.run(_seed(url))
+    base_url = f"http://{settings.host}:{settings.port}"
     click.echo(f"database: {url}")
-    click.echo(f"api: http://{settings.host}:{settings.port}")
+    click.echo(f"api: {base_url}")
+    click.echo(f"console: {base_url}/")
     if admin_token:
         click.echo(f"admin token (shown once): {admin_token}")
+    if login_code:
+        from yuxi.queue.login_codes import LOGIN_CODE_TTL, login_link
+
+        minutes = int(LOGIN_CODE_TTL.total_seconds() // 60)
+        click.echo(
+            f"admin login link (single use, {minutes} minutes): {login_link(base_url, login_code)}"
+        )
     click.echo("API and worker running; press Ctrl-C to stop", err=True)
     from yuxi.api.server import serve_api
     from yuxi.worker.app import run_worker
@@ -82,15 +91,16 @@ async def _together(*services: Awaitable[None]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _seed(url: str) -> str | None:
+async def _seed(url: str) -> tuple[str | None, str | None]:
     """The default agent and, while there is no admin, an `admin` user; returns the new
-    admin's token (shown once)."""
+    admin's token and a console login code for it (both shown once), or two Nones."""
 
     from psycopg import AsyncConnection
 
     from yuxi.queue.agents import agent_seed
     from yuxi.queue.errors import QueueError
-    from yuxi.queue.users import user_seed_admin
+    from yuxi.queue.login_codes import login_code_create
+    from yuxi.queue.users import token_authenticate, user_seed_admin
 
     async with await AsyncConnection.connect(url, autocommit=True) as conn:
         await agent_seed(
@@ -102,10 +112,15 @@ async def _seed(url: str) -> str | None:
             "A general assistant; its default model is the offline builtin:scripted",
         )
         try:
-            return await user_seed_admin(conn, "admin")
+            token = await user_seed_admin(conn, "admin")
         except QueueError as error:  # a non-admin user already has the name
             click.echo(f"no admin user was created: {error}", err=True)
-            return None
+            return None, None
+        if token is None:
+            return None, None
+        admin = await token_authenticate(conn, token)
+        assert admin is not None, "the admin just created"
+        return token, await login_code_create(conn, admin.uid)
 
 
 @click.command()

@@ -24,13 +24,49 @@ def user() -> None:
 @user.command("create")
 @click.argument("name")
 @click.option("--admin", is_flag=True, help="The user may manage agents.")
-def create_command(name: str, admin: bool) -> None:
+@click.option(
+    "--login-link",
+    is_flag=True,
+    help="Also print a single-use link that signs the user in to the web console.",
+)
+def create_command(name: str, admin: bool, login_link: bool) -> None:
     """Create user NAME; prints a new API token as the last line (shown only once)."""
+    from yuxi.queue.login_codes import login_code_create
     from yuxi.queue.users import user_create
 
-    uid, token = with_database(lambda conn: user_create(conn, name, is_admin=admin))
+    async def create(conn: AsyncConnection[Any]) -> tuple[UUID, str, str | None]:
+        uid, token = await user_create(conn, name, is_admin=admin)
+        code = await login_code_create(conn, uid) if login_link else None
+        return uid, token, code
+
+    uid, token, code = with_database(create)
     click.echo(f"created {'admin ' if admin else ''}user {name} ({uid})", err=True)
+    if code is not None:
+        _echo_login_link(code)
     click.echo(token)
+
+
+@user.command("login-link")
+@click.argument("name")
+def login_link_command(name: str) -> None:
+    """Print a link that signs user NAME in to the web console: it works once, within
+    15 minutes, and creates a new API token for that browser (revocable like any)."""
+    from yuxi.queue.login_codes import login_code_create
+
+    async def create(conn: AsyncConnection[Any]) -> str:
+        return await login_code_create(conn, await _uid_of(conn, name))
+
+    _echo_login_link(with_database(create))
+
+
+def _echo_login_link(code: str) -> None:
+    from yuxi.cli.connect import settings_or_exit
+    from yuxi.queue.login_codes import LOGIN_CODE_TTL, login_link
+
+    settings = settings_or_exit()
+    minutes = int(LOGIN_CODE_TTL.total_seconds() // 60)
+    link = login_link(f"http://{settings.host}:{settings.port}", code)
+    click.echo(f"login link (single use, {minutes} minutes): {link}")
 
 
 @user.command("list")

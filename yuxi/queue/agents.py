@@ -104,6 +104,15 @@ async def agent_save(
     )
 
 
+async def agent_set_config(conn: AsyncConnection[Any], slug: str, config: dict[str, Any]) -> None:
+    """Replaces a live agent's configuration and nothing else (``NotFound`` otherwise)."""
+    await call_scalar(
+        conn,
+        "SELECT yuxi.agent_set_config(p_slug => %(slug)s, p_config => %(config)s::jsonb)",
+        {"slug": slug, "config": encode_json(config)},
+    )
+
+
 async def agent_seed(
     conn: AsyncConnection[Any],
     slug: str,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, get, post, put
+from litestar import Controller, get, patch, post, put
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.exceptions import ValidationException
@@ -14,8 +14,8 @@ from psycopg import AsyncConnection
 from yuxi.agents.config import AgentConfigError, check_agent_config
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.api.auth import User, require_admin
-from yuxi.api.dto import AgentDetail, AgentSummary, CreateAgent, SaveAgent
-from yuxi.queue.agents import VisibleAgent, agent_save, agents_visible
+from yuxi.api.dto import AgentDetail, AgentSummary, CreateAgent, PatchAgent, SaveAgent
+from yuxi.queue.agents import VisibleAgent, agent_save, agent_set_config, agents_visible
 from yuxi.queue.errors import InvalidInput, NotFound
 from yuxi.runtime.resources import RESOURCE_KINDS
 
@@ -85,6 +85,28 @@ class AgentsController(Controller):
     ) -> AgentDetail:
         require_admin(user)
         await _save(conn, data, slug, create=False)
+        return await _visible(state, conn, user, slug)
+
+    @patch("/{slug:str}", summary="Replace an agent's configuration only (admins)")
+    async def set_agent_config(
+        self,
+        state: State,
+        conn: Conn,
+        user: NamedDependency[User],
+        slug: FromPath[str],
+        data: JSONBody[PatchAgent],
+    ) -> AgentDetail:
+        """What the console's form saves: ``config`` checked against the agent's backend,
+        every other setting (name, sharing, retries) left as it is."""
+        require_admin(user)
+        current = await _visible(state, conn, user, slug)
+        try:
+            check_agent_config(get_backend(current.backend_id), data.config)
+        except UnknownBackend as error:
+            raise InvalidInput(str(error)) from None
+        except AgentConfigError as error:
+            raise InvalidInput(str(error)) from None
+        await agent_set_config(conn, slug, data.config)
         return await _visible(state, conn, user, slug)
 
 
