@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shutil
 import signal
 import sys
 import time
@@ -25,11 +26,12 @@ from tests.integration.conftest import World
 from tests.integration.racing import race, successes
 from tests.integration.worker_harness import running_worker
 from tests.openai_stub import stub_server
-from yuxi.queue.errors import LeaseLost
+from yuxi.queue.errors import LeaseLost, NotFound
 from yuxi.queue.knowledge import (
     KbDocument,
     kb_chunks_add,
     kb_create,
+    kb_delete,
     kb_document_add,
     kb_document_claim,
     kb_document_ready,
@@ -233,3 +235,24 @@ async def test_a_share_revoked_after_preparation_is_refused_where_the_tool_runs(
         await kb_update(conn, world.alice, kb, shared_with=[])
     result = await knowledge.search(str(world.bob), [str(kb)], "x", 3)
     assert result.refused == [str(kb)] and result.hits == []
+
+
+async def test_an_upload_that_outlives_its_knowledge_base_is_a_not_found(
+    world: World, tmp_path: Path
+) -> None:
+    """The knowledge base deleted (its row, then its directory) while a document was
+    staged: the upload answers not_found and leaves nothing, never a server error."""
+    home = tmp_path / "home"
+    for remove_row in (False, True):
+        kb = await new_kb(world, name=f"gone-{remove_row}")
+        directory = staging_directory(home, kb)
+        staged = await stage_bytes(directory, "a.txt", b"soon gone", limit=1 << 20)
+        if remove_row:
+            async with world.pool.connection() as conn:
+                await kb_delete(conn, world.alice, kb)
+        shutil.rmtree(directory)
+        with pytest.raises(NotFound):
+            await commit_documents(world.pool, home, world.alice, kb, [staged])
+        assert not directory.exists()
+        rows = await world.fetch("SELECT count(*) FROM yuxi.kb_documents WHERE kb_id = %s", kb)
+        assert rows == [(0,)]

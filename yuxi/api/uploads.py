@@ -12,7 +12,7 @@ from typing import Any
 import multipart  # type: ignore[import-untyped]
 from litestar import Request
 
-from yuxi.queue.errors import InvalidInput, PayloadTooLarge
+from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
 from yuxi.runtime.attachments import StagedFile
 
 FILE_FIELD = "file"
@@ -74,6 +74,11 @@ async def read_files(
         await _discard(staged)
         await _drain(body)
         raise
+    except FileNotFoundError:
+        # the destination directory was removed meanwhile (its knowledge base deleted)
+        await _discard(staged)
+        await _drain(body)
+        raise NotFound("the upload's destination was deleted during the upload") from None
     except BaseException:
         await _discard(staged)
         raise

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from yuxi.queue.errors import NotFound
 from yuxi.queue.knowledge import KbDocument, kb_delete, kb_document_add, kb_document_delete
 from yuxi.runtime.attachments import StagedFile
 
@@ -68,6 +70,13 @@ async def commit_documents(
                     placed.append(final)
                 rows.append(row)
             return rows
+    except (FileNotFoundError, psycopg.errors.ForeignKeyViolation):
+        # the knowledge base was deleted while this upload went on (its directory
+        # removed, or its row gone before this commit): nothing of the upload stays
+        for path in placed:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        raise NotFound(f"knowledge base {kb_id} was deleted during the upload") from None
     except BaseException:
         for path in placed:
             with contextlib.suppress(OSError):
