@@ -21,6 +21,7 @@ RUN_KEYS = {
     "error_type",
     "error_message",
     "timing",
+    "usage",
 }
 
 
@@ -72,12 +73,14 @@ async def test_run_view_result_and_missing_manifest_of_a_pending_run(api: Api) -
     assert (run["run_type"], run["created_by_run_id"], run["status"]) == ("chat", None, "pending")
     assert run["error_type"] is None and run["error_message"] is None
     assert run["timing"]["created_at"] and run["timing"]["started_at"] is None
+    assert run["usage"] is None  # nothing recorded before the run's finish
 
     assert await api.result(info["run_id"]) == {
         "status": "pending",
         "output": None,
         "final_message_id": None,
         "error": None,
+        "usage": None,
     }
     error_of(await api.alice.get(f"/api/agent/runs/{info['run_id']}/manifest"), 404, "not_found")
 
