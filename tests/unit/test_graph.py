@@ -83,3 +83,18 @@ def test_a_different_shape_gets_its_own_graph(recording: list[str]) -> None:
     ):
         assert agent_graph.build_agent_graph(changed, checkpointer=saver) is not graph
     assert agent_graph.build_agent_graph(base, checkpointer=InMemorySaver()) is not graph
+
+
+def test_a_registry_models_context_window_also_triggers_summaries() -> None:
+    from yuxi.agents.context import BaseContext
+    from yuxi.agents.graph import summary_triggers
+    from yuxi.agents.models import RegisteredModel
+
+    context = BaseContext(model="openai:big", summary_threshold=120)
+    assert summary_triggers(context) == [("messages", 120)]
+    context.registered_model = RegisteredModel(
+        id="m1", spec="openai:big", version="v1", byok=False, context_window=8000
+    )
+    assert summary_triggers(context) == [("messages", 120), ("tokens", 6400)]
+    context.registered_model = RegisteredModel(id="m2", spec="openai:big", version="v1", byok=False)
+    assert summary_triggers(context) == [("messages", 120)]

@@ -14,6 +14,7 @@ from langchain.agents.middleware import (
     dynamic_prompt,
     wrap_model_call,
 )
+from langchain.agents.middleware.summarization import ContextSize, TriggerClause
 from langchain.agents.middleware.types import AgentMiddleware, ModelResponse
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
@@ -136,6 +137,22 @@ def build_agent_graph(
     return graph
 
 
+# of a registry model's context window, what the conversation may fill before it is
+# summarised (the rest is room for the answer and the summary call itself)
+CONTEXT_WINDOW_SHARE = 0.8
+
+
+def summary_triggers(context: BaseContext) -> list[ContextSize | TriggerClause]:
+    """When the history is summarised: at the agent's ``summary_threshold`` messages,
+    or, for a registry model with a ``context_window``, once the messages reach 80% of
+    it in tokens (whichever comes first)."""
+    triggers: list[ContextSize | TriggerClause] = [("messages", max(context.summary_threshold, 2))]
+    registered = _registered(context)
+    if registered is not None and registered.context_window:
+        triggers.append(("tokens", max(int(registered.context_window * CONTEXT_WINDOW_SHARE), 1)))
+    return triggers
+
+
 def _registered(context: BaseContext) -> RegisteredModel | None:
     found = context.registered_model
     return found if isinstance(found, RegisteredModel) else None
@@ -183,14 +200,14 @@ def _compile(
     if context.summary_prompt:
         summarization = SummarizationMiddleware(
             model,
-            trigger=("messages", max(context.summary_threshold, 2)),
+            trigger=summary_triggers(context),
             keep=("messages", max(context.summary_keep_messages, 1)),
             summary_prompt=context.summary_prompt,
         )
     else:
         summarization = SummarizationMiddleware(
             model,
-            trigger=("messages", max(context.summary_threshold, 2)),
+            trigger=summary_triggers(context),
             keep=("messages", max(context.summary_keep_messages, 1)),
         )
     middleware.append(summarization)
