@@ -6,6 +6,7 @@ import asyncio
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+from uuid import UUID
 
 from pydantic import SecretStr
 
@@ -49,11 +50,14 @@ def user_workspace(home: Path, uid: str) -> Path:
     return home / "workspaces" / uid
 
 
-def conversation_workdir(home: Path, run: ExecutionInput) -> Path:
-    """The project's workdir, or a per-conversation directory in the user's workspace."""
-    if run.workdir_path:
-        return Path(run.workdir_path)
-    return user_workspace(home, str(run.uid)) / "threads" / str(run.thread_id)
+def conversation_workdir(
+    home: Path, uid: UUID | str, thread_id: UUID | str, project_workdir: str | None
+) -> Path:
+    """The project's workdir, or a per-conversation directory in the user's workspace
+    (``yuxi.thread_workdir_shown`` shows the same place relative to the workspace)."""
+    if project_workdir:
+        return Path(project_workdir)
+    return user_workspace(home, str(uid)) / "threads" / str(thread_id)
 
 
 async def prepare_agent_runtime_context(
@@ -80,7 +84,7 @@ async def prepare_agent_runtime_context(
     context.uid = str(run.uid)
     context.thread_id = str(run.thread_id)
     context.run_id = str(run.run_id)
-    context.workdir = str(conversation_workdir(home, run))
+    context.workdir = str(conversation_workdir(home, run.uid, run.thread_id, run.workdir_path))
     if isinstance(context, SubAgentContext):
         _scope_subagent(context, run)
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
+from yuxi.queue.errors import InvalidInput
+
 UPLOADS = "uploads"
 OUTPUTS = "outputs"
 # staging files of uploads in progress (yuxi/runtime/attachments.py), never listed
@@ -26,8 +28,8 @@ MAX_NAME_BYTES = 255
 MAX_ENTRIES = 1000
 
 
-class BadPath(ValueError):
-    """A client path that cannot name anything inside the workdir."""
+class BadPath(InvalidInput):
+    """A client path that cannot name anything inside the workdir (400 ``invalid_input``)."""
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from yuxi.queue.attachments import Attachment, attachment_list
 from yuxi.queue.errors import InvalidInput, NotFound
 from yuxi.queue.threads import thread_workdir
 from yuxi.runtime.attachments import commit_attachments, remove_attachment, uploads_dir
-from yuxi.runtime.prepare import user_workspace
+from yuxi.runtime.prepare import conversation_workdir
 from yuxi.runtime.workdir import (
     OUTPUTS,
     BadPath,
@@ -55,16 +55,7 @@ async def conversation_root(
 ) -> Path:
     """The thread's workdir on this host (NotFound for a thread the user cannot see)."""
     project = await thread_workdir(conn, uid, thread_id)
-    if project is not None:
-        return Path(project)
-    return user_workspace(state.yuxi.settings.home, str(uid)) / "threads" / str(thread_id)
-
-
-def _confined(root: Path, raw: str) -> Path:
-    try:
-        return confined(root, raw)
-    except BadPath as error:
-        raise InvalidInput(str(error)) from None
+    return conversation_workdir(state.yuxi.settings.home, uid, thread_id, project)
 
 
 def entry_view(entry: Entry) -> FileEntry:
@@ -108,10 +99,7 @@ class FilesController(Controller):
         pool = state.yuxi.pool
         async with pool.connection() as conn:
             root = await conversation_root(state, conn, user.uid, thread_id)
-        try:
-            uploads = await asyncio.to_thread(uploads_dir, root)
-        except BadPath as error:
-            raise InvalidInput(str(error)) from None
+        uploads = await asyncio.to_thread(uploads_dir, root)  # BadPath: a link out
         staged = await read_files(
             request,
             uploads,
@@ -199,7 +187,7 @@ def _listing(root: Path, raw: str) -> FileListing:
         if raw.strip("/.") == "":
             return FileListing(".", [], False)
         raise NotFound(f"no such directory: {raw}")
-    target = _confined(root, raw)
+    target = confined(root, raw)
     if not target.exists():
         raise NotFound(f"no such directory: {raw}")
     if not target.is_dir():
@@ -221,7 +209,7 @@ def _outputs(root: Path) -> tuple[list[Entry], bool]:
 
 
 def _open_file(root: Path, raw: str) -> tuple[Path, int, int]:
-    target = _confined(root, raw)
+    target = confined(root, raw)
     try:
         fd = os.open(
             target, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
