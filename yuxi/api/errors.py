@@ -50,7 +50,8 @@ def error_response(status: int, code: str, message: str) -> Response[Any]:
 
 
 def queue_error(_: Request[Any, Any, Any], exc: queue_errors.QueueError) -> Response[Any]:
-    status = STATUS_BY_ERROR.get(type(exc), CONFLICT)
+    # by the error's class or the nearest one it derives from (BadPath is an InvalidInput)
+    status = next((STATUS_BY_ERROR[c] for c in type(exc).__mro__ if c in STATUS_BY_ERROR), CONFLICT)
     return error_response(status, exc.code, str(exc))
 
 
