@@ -1,5 +1,6 @@
 -- The model registry: platform models and users' own (BYOK), keys sealed by the server
--- key; the execution input carries the run's model (without its key) and its sealed key.
+-- key; the execution input (and the claim) carry the thread's attachments (0010) and the
+-- run's model (without its key) and its sealed key.
 
 -- The model registry (functions in 18_models.sql): platform models (owner_uid NULL,
 -- managed by admins) and users' own models (BYOK). Keys are stored sealed with
