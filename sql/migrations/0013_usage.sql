@@ -26,9 +26,11 @@ COMMENT ON COLUMN yuxi.run_usage.cost IS
     'In the registry''s price unit (prices per million tokens); NULL without prices and for BYOK models';
 
 -- Records p_usage ([{model, input_tokens, output_tokens, cached_tokens?,
--- reasoning_tokens?, cost?, byok?}]) for the locked, finishing run p_run; a model
--- already recorded for it (an earlier attempt's finish cannot exist, but a retried
--- call can) adds up.
+-- reasoning_tokens?}]) for the locked, finishing run p_run, priced here: each model is
+-- the registry's for the run's user (yuxi.model_for_user); a user's own model is BYOK
+-- and never charged, a model without prices (or not registered) has no cost, and
+-- cached input tokens cost price_cached_per_mtok (else the input price). A model
+-- already recorded for the run (a retried call) adds up.
 CREATE FUNCTION yuxi.run_record_usage(p_run yuxi.agent_runs, p_usage jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -43,11 +45,22 @@ BEGIN
     END IF;
     INSERT INTO yuxi.run_usage AS r (run_id, model, uid, thread_id, input_tokens, output_tokens,
                                     cached_tokens, reasoning_tokens, cost, byok)
-    SELECT p_run.run_id, u ->> 'model', p_run.uid, p_run.thread_id,
-           coalesce((u ->> 'input_tokens')::bigint, 0), coalesce((u ->> 'output_tokens')::bigint, 0),
-           coalesce((u ->> 'cached_tokens')::bigint, 0), coalesce((u ->> 'reasoning_tokens')::bigint, 0),
-           (u ->> 'cost')::numeric, coalesce((u ->> 'byok')::boolean, false)
+    SELECT p_run.run_id, t.model, p_run.uid, p_run.thread_id, t.input, t.output, t.cached,
+           t.reasoning,
+           CASE WHEN m.id IS NULL OR m.owner_uid IS NOT NULL
+                     OR (m.price_input_per_mtok IS NULL AND m.price_output_per_mtok IS NULL) THEN NULL
+                ELSE round(((t.input - t.cached) * coalesce(m.price_input_per_mtok, 0)
+                            + t.cached * coalesce(m.price_cached_per_mtok, m.price_input_per_mtok, 0)
+                            + t.output * coalesce(m.price_output_per_mtok, 0)) / 1000000, 8)
+           END,
+           coalesce(m.owner_uid IS NOT NULL, false)
     FROM jsonb_array_elements(p_usage) u
+    CROSS JOIN LATERAL (SELECT u ->> 'model' AS model,
+                               coalesce((u ->> 'input_tokens')::bigint, 0) AS input,
+                               coalesce((u ->> 'output_tokens')::bigint, 0) AS output,
+                               coalesce((u ->> 'cached_tokens')::bigint, 0) AS cached,
+                               coalesce((u ->> 'reasoning_tokens')::bigint, 0) AS reasoning) t
+    LEFT JOIN LATERAL yuxi.model_for_user(p_run.uid, t.model) m ON true
     ON CONFLICT (run_id, model) DO UPDATE SET
         input_tokens = r.input_tokens + excluded.input_tokens,
         output_tokens = r.output_tokens + excluded.output_tokens,
@@ -58,7 +71,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION yuxi.run_record_usage(yuxi.agent_runs, jsonb) IS
-    'Internal (yuxi.run_finish): records a finishing run''s usage per model. Raises invalid_input (YV001)';
+    'Internal (yuxi.run_finish): records and prices a finishing run''s usage per model (registry prices; BYOK never charged). Raises invalid_input (YV001)';
 
 -- Usage rows summed: {input_tokens, output_tokens, cached_tokens, reasoning_tokens,
 -- total_tokens, cost, by_model: [{model, ..., cost, byok}]}; cost is NULL when no row

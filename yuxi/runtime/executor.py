@@ -307,7 +307,7 @@ class RunExecutor:
         )
         context = prepared.context
         paths.workdir = context.workdir
-        usage.spec, usage.registered = context.model, context.registered_model
+        usage.spec = context.model
         manifest = build_manifest(prepared, run)
         # The manifest is written once; the same call reads the run's identity again:
         # the conversation or agent may have changed while we prepared.

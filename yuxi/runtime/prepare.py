@@ -146,9 +146,6 @@ def registered_model(run: ExecutionInput, home: Path) -> RegisteredModel | None:
         max_tokens=row.get("max_tokens"),
         temperature=row.get("temperature"),
         top_p=row.get("top_p"),
-        price_input_per_mtok=row.get("price_input_per_mtok"),
-        price_output_per_mtok=row.get("price_output_per_mtok"),
-        price_cached_per_mtok=row.get("price_cached_per_mtok"),
     )
 
 

@@ -110,9 +110,6 @@ class RegisteredModel:
     max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
-    price_input_per_mtok: float | None = None
-    price_output_per_mtok: float | None = None
-    price_cached_per_mtok: float | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """What the manifest records of it: everything but the key."""
