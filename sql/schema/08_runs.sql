@@ -161,7 +161,9 @@ CREATE FUNCTION yuxi.run_claim_execution(
     visible_subagents    text[],
     attachments          jsonb,
     model                jsonb,
-    model_key_sealed     bytea
+    model_key_sealed     bytea,
+    credit_hold          numeric,
+    credit_error         text
 )
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -176,12 +178,13 @@ BEGIN
            v_claim.attempt_no, v_claim.started_at, v_claim.manifest_fingerprint,
            i.backend_id, i.agent_config, i.agent_updated_at, i.project_id, i.workdir_path,
            i.input_text, i.identity_error, i.visible_subagents, i.attachments, i.model,
-           i.model_key_sealed
-    FROM yuxi.run_execution_input(p_run_id) i;
+           i.model_key_sealed, f.hold, f.error
+    FROM yuxi.run_execution_input(p_run_id) i
+    CROSS JOIN LATERAL yuxi.credit_freeze(p_run_id, v_claim.uid, i.model) f;
 END;
 $$;
 COMMENT ON FUNCTION yuxi.run_claim_execution(uuid, text, double precision, timestamptz) IS
-    'Worker: yuxi.run_claim and yuxi.run_execution_input in one call, committed without waiting for the WAL flush (the manifest''s synchronous commit makes it durable). Raises as yuxi.run_claim';
+    'Worker: yuxi.run_claim and yuxi.run_execution_input in one call, with the run''s credit freeze (yuxi.credit_freeze: credit_hold, or credit_error when the balance cannot cover it), committed without waiting for the WAL flush (the manifest''s synchronous commit makes it durable). Raises as yuxi.run_claim';
 
 -- Raises lease_lost unless p_token holds an unexpired lease on the locked run p_run.
 CREATE FUNCTION yuxi.lease_check(p_run yuxi.agent_runs, p_token uuid, p_now timestamptz)
@@ -418,6 +421,8 @@ BEGIN
         RETURNING id, role
     )
     SELECT max(id) FILTER (WHERE role = 'assistant') INTO v_output FROM stored;
+    -- before the status changes: ending, the run settles its credits on this cost
+    PERFORM yuxi.run_record_usage(v_run, p_usage);
 
     UPDATE yuxi.agent_runs
     SET status = p_status, output_message_id = v_output,
@@ -428,7 +433,6 @@ BEGIN
     RETURNING * INTO v_run;
     UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = p_status
     WHERE run_id = p_run_id AND lease_token = p_token;
-    PERFORM yuxi.run_record_usage(v_run, p_usage);
     PERFORM yuxi.run_settle(v_run, false, p_notify);
     RETURN v_run;
 END;

@@ -1,13 +1,14 @@
 -- yuxi: token usage (yuxi.run_usage, in 02_tables.sql): what runs spent, per model.
 
--- Records p_usage ([{model, input_tokens, output_tokens, cached_tokens?,
--- reasoning_tokens?}]) for the locked, finishing run p_run, priced here: each model is
--- the registry's for the run's user (yuxi.model_for_user); a user's own model is BYOK
--- and never charged, a model without prices (or not registered) has no cost, and
--- cached input tokens cost price_cached_per_mtok (else the input price). A model
--- already recorded for the run (a retried call) adds up.
-CREATE FUNCTION yuxi.run_record_usage(p_run yuxi.agent_runs, p_usage jsonb) RETURNS void
-LANGUAGE plpgsql AS $$
+-- p_usage ([{model, input_tokens, output_tokens, cached_tokens?, reasoning_tokens?}])
+-- priced for user p_uid: each model is the registry's for that user
+-- (yuxi.model_for_user); a user's own model is BYOK and never charged, a model without
+-- prices (or not registered) has no cost, and cached input tokens cost
+-- price_cached_per_mtok (else the input price).
+CREATE FUNCTION yuxi.usage_priced(p_uid uuid, p_usage jsonb)
+RETURNS TABLE (model text, input_tokens bigint, output_tokens bigint, cached_tokens bigint,
+               reasoning_tokens bigint, cost numeric, byok boolean)
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
     IF p_usage IS NULL OR p_usage = '[]' THEN
         RETURN;
@@ -18,10 +19,8 @@ BEGIN
         RAISE EXCEPTION 'usage must be a JSON array of objects with a model'
             USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
-    INSERT INTO yuxi.run_usage AS r (run_id, model, uid, thread_id, input_tokens, output_tokens,
-                                    cached_tokens, reasoning_tokens, cost, byok)
-    SELECT p_run.run_id, t.model, p_run.uid, p_run.thread_id, t.input, t.output, t.cached,
-           t.reasoning,
+    RETURN QUERY
+    SELECT t.model, t.input, t.output, t.cached, t.reasoning,
            CASE WHEN m.id IS NULL OR m.owner_uid IS NOT NULL
                      OR (m.price_input_per_mtok IS NULL AND m.price_output_per_mtok IS NULL) THEN NULL
                 ELSE round(((t.input - t.cached) * coalesce(m.price_input_per_mtok, 0)
@@ -35,7 +34,25 @@ BEGIN
                                coalesce((u ->> 'output_tokens')::bigint, 0) AS output,
                                coalesce((u ->> 'cached_tokens')::bigint, 0) AS cached,
                                coalesce((u ->> 'reasoning_tokens')::bigint, 0) AS reasoning) t
-    LEFT JOIN LATERAL yuxi.model_for_user(p_run.uid, t.model) m ON true
+    LEFT JOIN LATERAL yuxi.model_for_user(p_uid, t.model) m ON true;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.usage_priced(uuid, jsonb) IS
+    'Internal: token usage per model priced for a user (registry prices; BYOK and unpriced models cost NULL). Raises invalid_input (YV001)';
+
+-- Records p_usage for the locked, finishing run p_run, priced by yuxi.usage_priced. A
+-- model already recorded for the run (a retried call) adds up.
+CREATE FUNCTION yuxi.run_record_usage(p_run yuxi.agent_runs, p_usage jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_usage IS NULL OR p_usage = '[]' THEN
+        RETURN;
+    END IF;
+    INSERT INTO yuxi.run_usage AS r (run_id, model, uid, thread_id, input_tokens, output_tokens,
+                                    cached_tokens, reasoning_tokens, cost, byok)
+    SELECT p_run.run_id, p.model, p_run.uid, p_run.thread_id, p.input_tokens, p.output_tokens,
+           p.cached_tokens, p.reasoning_tokens, p.cost, p.byok
+    FROM yuxi.usage_priced(p_run.uid, p_usage) p
     ON CONFLICT (run_id, model) DO UPDATE SET
         input_tokens = r.input_tokens + excluded.input_tokens,
         output_tokens = r.output_tokens + excluded.output_tokens,

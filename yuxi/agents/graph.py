@@ -23,6 +23,7 @@ from yuxi.agents.context import BaseContext
 from yuxi.agents.delegation import allowed_subagents, task
 from yuxi.agents.memory import is_subagent_context, memory_tools_mounted
 from yuxi.agents.models import RegisteredModel, load_chat_model
+from yuxi.agents.models.usage import current_call_gate
 from yuxi.agents.todos import TodoList
 from yuxi.agents.tools import ASK_USER_TOOL, BUILTIN_TOOLS
 from yuxi.agents.tools.knowledge import search_knowledge, visible_knowledge_bases
@@ -82,9 +83,13 @@ RUNTIME_TOOL_NAMES = frozenset({"write_todos", *(tool.name for tool in MEMORY_TO
 
 
 @wrap_model_call
-async def _own_tools_first(
+async def _before_model_call(
     request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]]
 ) -> ModelResponse:
+    # the run's budget may refuse the call (it raises)
+    gate = current_call_gate.get()
+    if gate is not None:
+        await gate.before_model_call()
     # create_agent lists middleware tools first; a stable sort puts them last
     tools = sorted(request.tools, key=lambda t: getattr(t, "name", None) in RUNTIME_TOOL_NAMES)
     return await handler(request.override(tools=tools))
@@ -181,7 +186,7 @@ def _compile(
     # is then appended to
     middleware: list[AgentMiddleware[Any, Any]] = [
         _context_prompt,
-        _own_tools_first,
+        _before_model_call,
         TodoList(),
     ]
     approved = [tool.name for tool in tools]

@@ -20,6 +20,7 @@ from yuxi.api.limits import refuse_deep_json
 from yuxi.api.metrics import HttpMetrics
 from yuxi.api.routes.agents import AgentsController
 from yuxi.api.routes.console import console_files, console_login, console_page, me
+from yuxi.api.routes.credits import CreditsController
 from yuxi.api.routes.files import FilesController
 from yuxi.api.routes.knowledge import KnowledgeBasesController
 from yuxi.api.routes.metrics import metrics
@@ -94,6 +95,7 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             ScheduledJobsController,
             UsersController,
             UsageController,
+            CreditsController,
             WorkspaceController,
             # the web console: GET /, /console/*, its login-link exchange, the caller
             console_page,

@@ -182,3 +182,57 @@ def revoke_command(name: str, token_id: UUID | None, revoke_all: bool) -> None:
 
     count = with_database(revoke)
     click.echo(f"revoked {count} token(s) of {name}", err=True)
+
+
+@user.command("credit", context_settings={"ignore_unknown_options": True})
+@click.argument("name")
+@click.argument("amount", required=False)
+@click.option("--reason", default=None, help="Why (kept in the ledger).")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+def credit_command(name: str, amount: str | None, reason: str | None, as_json: bool) -> None:
+    """Top up (+N) or lower (-N) user NAME's credit balance, or show it without AMOUNT.
+
+    The first top-up gives the user a budget: runs on priced platform models then
+    freeze credits when claimed and are charged their cost when they end. A balance
+    never goes below 0. Every change is a ledger row (yuxi.credit_ledger)."""
+    from decimal import Decimal, InvalidOperation
+
+    from yuxi.queue.credits import credit_add, credit_report
+
+    change: Decimal | None = None
+    if amount is not None:
+        try:
+            change = Decimal(amount)
+        except InvalidOperation:
+            raise click.BadParameter(f"{amount!r} is not a number", param_hint="AMOUNT") from None
+        if not change.is_finite():
+            raise click.BadParameter(f"{amount!r} is not a number", param_hint="AMOUNT")
+
+    async def apply(conn: AsyncConnection[Any]) -> dict[str, Any] | None:
+        uid = await _uid_of(conn, name)
+        if change is not None:
+            await credit_add(conn, uid, change, reason=reason)
+        return await credit_report(conn, uid, limit=10)
+
+    report = with_database(apply)
+    if as_json:
+        echo_json(report)
+        return
+    if report is None:
+        click.echo(f"{name} has no budget (runs are never stopped for credits)")
+        return
+    click.echo(f"{name}: balance {report['balance']}, frozen by running runs {report['frozen']}")
+    echo_table(
+        ("WHEN", "KIND", "DELTA", "BALANCE", "RUN", "REASON"),
+        [
+            [
+                str(row["created_at"])[:19],
+                row["kind"],
+                str(row["delta"]),
+                str(row["balance_after"]),
+                str(row["run_id"] or ""),
+                row["reason"] or "",
+            ]
+            for row in report["ledger"]
+        ],
+    )

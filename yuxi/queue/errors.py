@@ -114,6 +114,14 @@ class KnowledgeBaseExists(QueueError):
     sqlstate = "YK001"
 
 
+class InsufficientCredits(QueueError):
+    """The user's credit balance cannot cover what is asked (a run's freeze, a lowered
+    balance)."""
+
+    code = "insufficient_credits"
+    sqlstate = "YB001"
+
+
 class IllegalTransition(QueueError):
     code = "illegal_transition"
     sqlstate = "YT001"
@@ -141,6 +149,7 @@ BY_SQLSTATE: dict[str, type[QueueError]] = {
         PayloadTooLarge,
         ReadOnly,
         KnowledgeBaseExists,
+        InsufficientCredits,
         IllegalTransition,
     )
 }

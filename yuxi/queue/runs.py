@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -155,9 +156,10 @@ async def run_claim(
     )
 
 
-class _ClaimedExecution(ClaimedRun, frozen=True):
-    """A row of ``yuxi.run_claim_execution``: a ClaimedRun, then the rest of an
-    ExecutionInput's columns."""
+class ClaimedExecution(ClaimedRun, frozen=True):
+    """A row of ``yuxi.run_claim_execution``: a ClaimedRun, the rest of an
+    ExecutionInput's columns, and the run's credit freeze (``credit_hold``: what it holds,
+    None when no budget applies; ``credit_error``: why the balance could not cover it)."""
 
     backend_id: str | None
     agent_config: dict[str, Any] | None
@@ -170,6 +172,8 @@ class _ClaimedExecution(ClaimedRun, frozen=True):
     attachments: list[dict[str, Any]]
     model: dict[str, Any] | None
     model_key_sealed: bytes | None
+    credit_hold: Decimal | None
+    credit_error: str | None
 
 
 _INPUT_FIELDS = ExecutionInput.__struct_fields__
@@ -182,12 +186,12 @@ async def run_claim_execution(
     worker: str,
     lease_seconds: float,
     now: datetime | None = None,
-) -> tuple[ClaimedRun, ExecutionInput]:
+) -> tuple[ClaimedExecution, ExecutionInput]:
     """The executor's claim: ``run_claim`` and ``run_execution_input`` in one call (its
     commit does not wait for the WAL flush; see sql/schema/08_runs.sql)."""
     row = await call_one(
         conn,
-        _ClaimedExecution,
+        ClaimedExecution,
         "yuxi.run_claim_execution(p_run_id => %(run_id)s, p_worker => %(worker)s,"
         " p_lease_seconds => %(lease_seconds)s, p_now => %(now)s)",
         {"run_id": run_id, "worker": worker, "lease_seconds": lease_seconds, "now": now},

@@ -31,12 +31,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.delegation import current_delegate
 from yuxi.agents.memory import current_run_memory
-from yuxi.agents.models.usage import current_usage
+from yuxi.agents.models.usage import current_call_gate, current_usage
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.db.outages import Backoff, describe, is_connection_error
-from yuxi.queue.errors import LeaseLost, ManifestConflict, RunNotClaimable
+from yuxi.queue.errors import InsufficientCredits, LeaseLost, ManifestConflict, RunNotClaimable
 from yuxi.queue.events import RunEvent
 from yuxi.queue.runs import (
+    ClaimedExecution,
     ClaimedRun,
     ExecutionInput,
     OutputMessage,
@@ -49,6 +50,7 @@ from yuxi.queue.runs import (
     run_retry,
 )
 from yuxi.queue.statuses import RunStatus
+from yuxi.runtime.budget import INSUFFICIENT_CREDITS, RunBudget
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.child_runs import ChildRuns
 from yuxi.runtime.events import EventWriter
@@ -143,7 +145,7 @@ class RunExecutor:
         with self.watcher.watch(run_id) as cancelled:
             return await self._execute_claimed(claimed, run, cancelled)
 
-    async def _claim(self, run_id: UUID) -> tuple[ClaimedRun, ExecutionInput] | None:
+    async def _claim(self, run_id: UUID) -> tuple[ClaimedExecution, ExecutionInput] | None:
         """The claim, with what the run needs to execute (one call)."""
         # A claim that cannot reach the database is tried again until it can: the run
         # stays pending meanwhile, and a delivery elsewhere may claim it first.
@@ -172,7 +174,7 @@ class RunExecutor:
                 await asyncio.sleep(backoff.next())
 
     async def _execute_claimed(
-        self, claimed: ClaimedRun, run: ExecutionInput, cancelled: asyncio.Event
+        self, claimed: ClaimedExecution, run: ExecutionInput, cancelled: asyncio.Event
     ) -> str | None:
         lease_lost = asyncio.Event()
         home = self.settings.home
@@ -251,7 +253,7 @@ class RunExecutor:
 
     async def _work(
         self,
-        claimed: ClaimedRun,
+        claimed: ClaimedExecution,
         run: ExecutionInput,
         events: EventWriter,
         paths: ClientPaths,
@@ -263,6 +265,12 @@ class RunExecutor:
             message = paths.hide(str(failure))
             await events.error(failure.error_type, message)
             return Outcome(RunStatus.FAILED, error_type=failure.error_type, error_message=message)
+        except InsufficientCredits as error:
+            # a model call refused by the run's budget (yuxi.credit_refreeze)
+            await events.error(INSUFFICIENT_CREDITS, str(error))
+            return Outcome(
+                RunStatus.FAILED, error_type=INSUFFICIENT_CREDITS, error_message=str(error)
+            )
         except asyncio.CancelledError:
             # cancelled (by a cancel request or shutdown): keep what was streamed so far
             with contextlib.suppress(Exception):
@@ -289,7 +297,7 @@ class RunExecutor:
 
     async def _run_graph(
         self,
-        claimed: ClaimedRun,
+        claimed: ClaimedExecution,
         run: ExecutionInput,
         events: EventWriter,
         paths: ClientPaths,
@@ -297,6 +305,9 @@ class RunExecutor:
     ) -> Outcome:
         if run.identity_error:
             raise RunFailure("run_identity", run.identity_error)
+        if claimed.credit_error:
+            # the claim could not freeze the first model call: nothing was spent
+            raise RunFailure(INSUFFICIENT_CREDITS, claimed.credit_error)
         try:
             agent = get_backend(run.backend_id or "")
         except UnknownBackend as error:
@@ -347,6 +358,12 @@ class RunExecutor:
         delegating = current_delegate.set(ChildRuns(self, claimed, run.uid))
         # every model call's tokens (summarisation included) reach this run's collector
         counting = current_usage.set(usage)
+        # a run holding credits extends its freeze before each further model call
+        gating = current_call_gate.set(
+            None
+            if claimed.credit_hold is None
+            else RunBudget(self.pool, claimed.run_id, claimed.lease_token, usage)
+        )
         # the memory tools check this run's identity and lease on every call
         remembering = current_run_memory.set(
             LeasedRunMemory(
@@ -377,6 +394,7 @@ class RunExecutor:
             current_run_memory.reset(remembering)
             current_delegate.reset(delegating)
             current_usage.reset(counting)
+            current_call_gate.reset(gating)
 
         if interrupts:
             await events.add(RunEvent("interrupt", interrupt_payload(interrupts)))

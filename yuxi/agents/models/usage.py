@@ -10,12 +10,24 @@ for every node and middleware step of every run.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
 
 current_usage: ContextVar[BaseCallbackHandler | None] = ContextVar("yuxi_usage", default=None)
+
+
+class ModelCallGate(Protocol):
+    """What may refuse an agent's next model call (the run's budget); it raises to
+    refuse."""
+
+    async def before_model_call(self) -> None: ...
+
+
+current_call_gate: ContextVar[ModelCallGate | None] = ContextVar("yuxi_call_gate", default=None)
+"""The gate of the run being executed (set by the worker), asked before each of the
+agent's model calls; None outside a run or when no budget applies."""
 
 
 class UsageRelay(BaseCallbackHandler):
