@@ -51,6 +51,33 @@ async def test_user_create_prints_a_token_stored_only_as_its_hash(
     assert again.returncode == 1 and "user carol already exists" in again.stderr
 
 
+async def test_user_credit_tops_up_lowers_and_shows_the_ledger(
+    world: World, db_url: str
+) -> None:
+    env = {"YUXI_DATABASE_URL": db_url}
+    shown = await asyncio.to_thread(_yuxi, "user", "credit", "alice", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "alice has no budget" in shown.stdout
+    topped = await asyncio.to_thread(
+        _yuxi, "user", "credit", "alice", "+25", "--reason", "pilot", env=env
+    )
+    assert topped.returncode == 0, topped.stderr
+    assert "balance 25" in topped.stdout and "pilot" in topped.stdout
+    lowered = await asyncio.to_thread(_yuxi, "user", "credit", "alice", "-5", env=env)
+    assert lowered.returncode == 0, lowered.stderr
+    assert "balance 20" in lowered.stdout
+    overdrawn = await asyncio.to_thread(_yuxi, "user", "credit", "alice", "-21", env=env)
+    assert overdrawn.returncode == 1 and "insufficient credits" in overdrawn.stderr
+    for bad in ("lots", "NaN"):
+        refused = await asyncio.to_thread(_yuxi, "user", "credit", "alice", bad, env=env)
+        assert refused.returncode == 2 and "is not a number" in refused.stderr
+    missing = await asyncio.to_thread(_yuxi, "user", "credit", "nobody", "5", env=env)
+    assert missing.returncode == 1 and "user nobody not found" in missing.stderr
+    assert await world.fetch(
+        "SELECT kind, delta::text FROM yuxi.credit_ledger ORDER BY id"
+    ) == [("topup", "25.00000000"), ("adjust", "-5.00000000")]
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
