@@ -43,6 +43,11 @@ each ainvoke, as the worker does) and ``yuxi, graphs cached`` (the worker with g
 patched, in this process only, to reuse a compiled graph for the same graph-relevant
 Context fields). Neither is a supported configuration; they measure one cause.
 
+With --budget, a third variant: ``yuxi, budget on``, the same runs with ``builtin:scripted``
+registered as a priced platform model and the runs' user given a credit balance, so each
+run's claim freezes credits and its end settles and charges them (usage is recorded in
+every variant: it has no off switch). Target: ≥ 0.95 × yuxi without it.
+
 Target: yuxi ≥ 0.6 × the bare rate.
 
     uv run python -m tests.bench.run_throughput [--seconds 10] [--concurrency 4] [--rounds 3]
@@ -160,6 +165,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=200,
         help="runs done one at a time through each side first, step by step (0: skip)",
+    )
+    parser.add_argument(
+        "--budget",
+        action="store_true",
+        help="add 'yuxi, budget on': builtin:scripted registered as a priced platform model and"
+        " the runs' user given a credit balance, so every run freezes, is settled and charged",
     )
     parser.add_argument(
         "--diagnose-graph",
@@ -1055,7 +1066,13 @@ async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
             label = "bare, graph built per run"
             return await bare_round(url, label, args, census, build_per_run=True)
 
+        async def yuxi_budget() -> RoundResult:
+            with budget_on(url, uid):
+                return await side.round("yuxi, budget on", args, census)
+
         variants = [Variant("bare", bare), Variant("yuxi", yuxi)]
+        if args.budget:
+            variants.append(Variant("yuxi, budget on", yuxi_budget))
         if args.diagnose_graph:
             variants += [
                 Variant("bare, graph built per run", bare_built),
@@ -1142,12 +1159,64 @@ async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
     )
 
     problems = check_outcome(side)
+    if args.budget:
+        problems += check_budget(url, uid)
     for problem in problems:
         print(f"  CHECK FAILED: {problem}")
     ratio = totals["yuxi"].rate / base.rate if base.rate else 0.0
     ok = ratio >= TARGET_RATIO and not problems
     print(f"\nTarget: yuxi ≥ {TARGET_RATIO:g} x bare. Measured {ratio:.2f}x: {verdict(ok)}")
+    if args.budget:
+        budget = totals["yuxi, budget on"].rate / totals["yuxi"].rate
+        budget_ok = budget >= BUDGET_TARGET and not problems
+        print(
+            f"Target: yuxi with a budget ≥ {BUDGET_TARGET:g} x yuxi without."
+            f" Measured {budget:.2f}x: {verdict(budget_ok)}"
+        )
+        ok = ok and budget_ok
     return 0 if ok else 1
+
+
+BUDGET_TARGET = 0.95
+# builtin:scripted at 1 credit per million tokens in and out: every run freezes
+# 2 x 4096 / 1e6 and is charged its few hundred tokens' worth
+PRICED_SCRIPTED = (
+    '{"spec": "builtin:scripted", "name": "scripted, priced", "price_input_per_mtok": 1,'
+    ' "price_output_per_mtok": 1}'
+)
+
+
+@contextlib.contextmanager
+def budget_on(url: str, uid: UUID) -> Iterator[None]:
+    """For one round: the runs' model priced, their user with a balance for all of them."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT yuxi.model_create(gen_random_uuid(), NULL, %s::jsonb)", (PRICED_SCRIPTED,)
+        )
+        conn.execute("SELECT yuxi.credit_add(%s, 1000000000, NULL, 'benchmark')", (uid,))
+    try:
+        yield
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM yuxi.models WHERE spec = 'builtin:scripted'")
+
+
+def check_budget(url: str, uid: UUID) -> list[str]:
+    """Every hold settled once, the balance its ledger's sum, every budgeted run charged."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        held = _one(conn, "SELECT count(*) FROM yuxi.credit_holds WHERE status = 'held'")
+        holds = _one(conn, "SELECT count(*) FROM yuxi.credit_holds")
+        mismatched = _one(conn, "SELECT count(*) FROM yuxi.credit_mismatches")
+        charges = _one(conn, "SELECT count(*) FROM yuxi.credit_ledger WHERE kind = 'charge'")
+    problems = []
+    if held:
+        problems.append(f"{held} credit holds still held after the runs ended")
+    if mismatched:
+        problems.append(f"{mismatched} credit accounts differ from their ledger")
+    if not holds or charges != holds:
+        problems.append(f"{holds} runs froze credits but {charges} were charged")
+    print(f"  budget: {holds:,} runs froze, settled and were charged once each")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
