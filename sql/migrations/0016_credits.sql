@@ -3,6 +3,10 @@
 -- trigger settles when a run ends, and yuxi.run_finish records usage before the status
 -- changes so that the settlement sees it. Pricing moves into yuxi.usage_priced, shared
 -- by yuxi.run_record_usage and yuxi.credit_refreeze.
+--
+-- A user message records the attachments it refers to (yuxi.message_refer_attachments,
+-- kept by yuxi.messages_guard), and yuxi.run_execution_input returns them
+-- (input_attachments): a model with vision gets the images.
 
 -- p_usage ([{model, input_tokens, output_tokens, cached_tokens?, reasoning_tokens?}])
 -- priced for user p_uid: each model is the registry's for that user
@@ -468,7 +472,120 @@ $$;
 COMMENT ON FUNCTION yuxi.run_finish(uuid, uuid, text, jsonb, text, text, timestamptz, boolean, jsonb, jsonb) IS
     'Worker: ends a run completed, failed, cancelled or interrupted with its output messages, last events and token usage, and moves the thread''s queue on. Raises invalid_input (YV001), lease_lost (YL001), illegal_transition (YT001)';
 
+-- Messages are history: their text, role, thread and request never change; a message
+-- is linked to a run at most once.
+CREATE OR REPLACE FUNCTION yuxi.messages_guard() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.content <> OLD.content OR NEW.role <> OLD.role OR NEW.thread_id <> OLD.thread_id
+       OR NEW.request_id IS DISTINCT FROM OLD.request_id OR NEW.id <> OLD.id
+       OR (OLD.run_id IS NOT NULL AND NEW.run_id IS DISTINCT FROM OLD.run_id)
+       OR (OLD.metadata ? 'attachments'
+           AND NEW.metadata -> 'attachments' IS DISTINCT FROM OLD.metadata -> 'attachments') THEN
+        RAISE EXCEPTION 'message % cannot be rewritten', OLD.id
+            USING ERRCODE = 'YT001', HINT = 'illegal_transition';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.messages_guard() IS
+    'Trigger: refuses rewriting a message, or the attachments it refers to (illegal_transition YT001)';
+
+-- Records which of the thread's attachments the user message p_message_id refers to
+-- (a run body's `attachments`, and an image sent with it): in its metadata, once
+-- (yuxi.messages_guard keeps it). The run that serves the message reads them
+-- (yuxi.run_execution_input.input_attachments); a model with vision gets the images.
+CREATE FUNCTION yuxi.message_refer_attachments(p_uid uuid, p_message_id bigint, p_ids uuid[])
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_thread uuid;
+    v_missing text;
+BEGIN
+    SELECT m.thread_id INTO v_thread FROM yuxi.messages m
+    JOIN yuxi.conversations c ON c.thread_id = m.thread_id
+    WHERE m.id = p_message_id AND m.role = 'user' AND (p_uid IS NULL OR c.uid = p_uid);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'message % not found', p_message_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    SELECT string_agg(i::text, ', ') INTO v_missing FROM unnest(p_ids) i
+    WHERE NOT EXISTS (SELECT 1 FROM yuxi.attachments a WHERE a.id = i AND a.thread_id = v_thread);
+    IF v_missing IS NOT NULL THEN
+        RAISE EXCEPTION 'not attachments of this thread: %', v_missing
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    UPDATE yuxi.messages
+    SET metadata = metadata || jsonb_build_object(
+            'attachments', (SELECT jsonb_agg(DISTINCT i) FROM unnest(p_ids) i))
+    WHERE id = p_message_id;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.message_refer_attachments(uuid, bigint, uuid[]) IS
+    'Records the thread''s attachments a user message refers to, in its metadata, once. Raises not_found (YN001), invalid_input (YV001)';
+
 DROP FUNCTION yuxi.run_claim_execution(uuid, text, double precision, timestamptz);
+DROP FUNCTION yuxi.run_execution_input(uuid);
+
+-- Everything the executor needs about a run, its conversation, agent and project, in
+-- one read. `identity_error` is NULL when the run may execute, else why it may not:
+-- the run needs a live conversation that belongs to the run's user and is bound to the
+-- run's agent (subagent runs: the parent's conversation), and an agent the user can see.
+CREATE FUNCTION yuxi.run_execution_input(p_run_id uuid)
+RETURNS TABLE (
+    run_id             uuid,
+    thread_id          uuid,
+    uid                uuid,
+    request_id         text,
+    run_type           text,
+    created_by_run_id  uuid,
+    agent_slug         text,
+    backend_id         text,
+    agent_config       jsonb,
+    agent_updated_at   timestamptz,
+    project_id         uuid,
+    workdir_path       text,
+    input_text         text,
+    input_payload      jsonb,
+    identity_error     text,
+    visible_subagents  text[],
+    attachments        jsonb,
+    model              jsonb,
+    model_key_sealed   bytea,
+    input_attachments  jsonb
+)
+LANGUAGE sql STABLE AS $$
+    SELECT r.run_id, r.thread_id, r.uid, r.request_id, r.run_type, r.created_by_run_id,
+           r.agent_slug, a.backend_id, a.config_json, a.updated_at, c.project_id, p.workdir_path,
+           m.content, r.input_payload,
+           CASE
+               WHEN r.thread_id IS NULL OR r.request_id IS NULL OR r.request_id = '' THEN
+                   'the run has no thread or request identity'
+               WHEN c.thread_id IS NULL OR c.status <> 'active' THEN
+                   format('conversation %s no longer exists', r.thread_id)
+               WHEN c.uid <> r.uid THEN
+                   format('conversation %s does not belong to the run''s user', r.thread_id)
+               WHEN r.run_type <> 'subagent' AND c.agent_slug <> r.agent_slug THEN
+                   format('conversation %s is bound to agent %s, not %s', r.thread_id, c.agent_slug, r.agent_slug)
+               WHEN a.slug IS NULL OR NOT yuxi.agent_visible_to(r.agent_slug, r.uid) THEN
+                   format('agent %s is not available to the run''s user', r.agent_slug)
+               WHEN c.project_id IS NOT NULL AND (p.id IS NULL OR p.deleted_at IS NOT NULL) THEN
+                   format('project %s of conversation %s no longer exists', c.project_id, r.thread_id)
+           END,
+           ARRAY(SELECT s FROM yuxi.subagents_visible_to(r.uid) s),
+           yuxi.thread_attachments_json(r.thread_id),
+           to_jsonb(mo) - 'api_key_sealed' - 'api_key_hint', mo.api_key_sealed,
+           m.metadata -> 'attachments'
+    FROM yuxi.agent_runs r
+    LEFT JOIN yuxi.conversations c ON c.thread_id = r.thread_id
+    LEFT JOIN yuxi.agents a ON a.slug = r.agent_slug AND a.deleted_at IS NULL
+    LEFT JOIN yuxi.projects p ON p.id = c.project_id
+    LEFT JOIN yuxi.messages m ON m.id = r.input_message_id
+    LEFT JOIN LATERAL yuxi.model_for_user(r.uid, r.input_payload->>'model_spec') mo ON true
+    WHERE r.run_id = p_run_id
+$$;
+COMMENT ON FUNCTION yuxi.run_execution_input(uuid) IS
+    'Worker: everything needed to execute a run, in one read; identity_error says why the run may not execute (NULL when it may); attachments are the thread''s files under uploads/; model is the registry row of the run''s model_spec (without its key; NULL when it has none) and model_key_sealed its sealed key; input_attachments the ids of the attachments its input message refers to';
+
 
 -- The executor's claim: yuxi.run_claim and yuxi.run_execution_input in one call. Its
 -- commit does not wait for the WAL flush (synchronous_commit off for this transaction):
@@ -504,6 +621,7 @@ CREATE FUNCTION yuxi.run_claim_execution(
     attachments          jsonb,
     model                jsonb,
     model_key_sealed     bytea,
+    input_attachments    jsonb,
     credit_hold          numeric,
     credit_error         text
 )
@@ -520,7 +638,7 @@ BEGIN
            v_claim.attempt_no, v_claim.started_at, v_claim.manifest_fingerprint,
            i.backend_id, i.agent_config, i.agent_updated_at, i.project_id, i.workdir_path,
            i.input_text, i.identity_error, i.visible_subagents, i.attachments, i.model,
-           i.model_key_sealed, f.hold, f.error
+           i.model_key_sealed, i.input_attachments, f.hold, f.error
     FROM yuxi.run_execution_input(p_run_id) i
     CROSS JOIN LATERAL yuxi.credit_freeze(p_run_id, v_claim.uid, i.model) f;
 END;

@@ -50,7 +50,8 @@ RETURNS TABLE (
     visible_subagents  text[],
     attachments        jsonb,
     model              jsonb,
-    model_key_sealed   bytea
+    model_key_sealed   bytea,
+    input_attachments  jsonb
 )
 LANGUAGE sql STABLE AS $$
     SELECT r.run_id, r.thread_id, r.uid, r.request_id, r.run_type, r.created_by_run_id,
@@ -72,7 +73,8 @@ LANGUAGE sql STABLE AS $$
            END,
            ARRAY(SELECT s FROM yuxi.subagents_visible_to(r.uid) s),
            yuxi.thread_attachments_json(r.thread_id),
-           to_jsonb(mo) - 'api_key_sealed' - 'api_key_hint', mo.api_key_sealed
+           to_jsonb(mo) - 'api_key_sealed' - 'api_key_hint', mo.api_key_sealed,
+           m.metadata -> 'attachments'
     FROM yuxi.agent_runs r
     LEFT JOIN yuxi.conversations c ON c.thread_id = r.thread_id
     LEFT JOIN yuxi.agents a ON a.slug = r.agent_slug AND a.deleted_at IS NULL
@@ -82,7 +84,7 @@ LANGUAGE sql STABLE AS $$
     WHERE r.run_id = p_run_id
 $$;
 COMMENT ON FUNCTION yuxi.run_execution_input(uuid) IS
-    'Worker: everything needed to execute a run, in one read; identity_error says why the run may not execute (NULL when it may); attachments are the thread''s files under uploads/; model is the registry row of the run''s model_spec (without its key; NULL when it has none) and model_key_sealed its sealed key';
+    'Worker: everything needed to execute a run, in one read; identity_error says why the run may not execute (NULL when it may); attachments are the thread''s files under uploads/; model is the registry row of the run''s model_spec (without its key; NULL when it has none) and model_key_sealed its sealed key; input_attachments the ids of the attachments its input message refers to';
 
 -- ---------------------------------------------------------------------------------
 -- Leases
@@ -162,6 +164,7 @@ CREATE FUNCTION yuxi.run_claim_execution(
     attachments          jsonb,
     model                jsonb,
     model_key_sealed     bytea,
+    input_attachments    jsonb,
     credit_hold          numeric,
     credit_error         text
 )
@@ -178,7 +181,7 @@ BEGIN
            v_claim.attempt_no, v_claim.started_at, v_claim.manifest_fingerprint,
            i.backend_id, i.agent_config, i.agent_updated_at, i.project_id, i.workdir_path,
            i.input_text, i.identity_error, i.visible_subagents, i.attachments, i.model,
-           i.model_key_sealed, f.hold, f.error
+           i.model_key_sealed, i.input_attachments, f.hold, f.error
     FROM yuxi.run_execution_input(p_run_id) i
     CROSS JOIN LATERAL yuxi.credit_freeze(p_run_id, v_claim.uid, i.model) f;
 END;

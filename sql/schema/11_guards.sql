@@ -116,7 +116,9 @@ LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.content <> OLD.content OR NEW.role <> OLD.role OR NEW.thread_id <> OLD.thread_id
        OR NEW.request_id IS DISTINCT FROM OLD.request_id OR NEW.id <> OLD.id
-       OR (OLD.run_id IS NOT NULL AND NEW.run_id IS DISTINCT FROM OLD.run_id) THEN
+       OR (OLD.run_id IS NOT NULL AND NEW.run_id IS DISTINCT FROM OLD.run_id)
+       OR (OLD.metadata ? 'attachments'
+           AND NEW.metadata -> 'attachments' IS DISTINCT FROM OLD.metadata -> 'attachments') THEN
         RAISE EXCEPTION 'message % cannot be rewritten', OLD.id
             USING ERRCODE = 'YT001', HINT = 'illegal_transition';
     END IF;
@@ -124,7 +126,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION yuxi.messages_guard() IS
-    'Trigger: refuses rewriting a message (illegal_transition YT001)';
+    'Trigger: refuses rewriting a message, or the attachments it refers to (illegal_transition YT001)';
 
 CREATE TRIGGER messages_guard
     BEFORE UPDATE ON yuxi.messages

@@ -99,3 +99,35 @@ END;
 $$;
 COMMENT ON FUNCTION yuxi.attachment_delete(uuid, uuid, uuid) IS
     'API: removes an attachment of a live thread of the user; returns its stored name (the caller deletes uploads/<name>). Raises not_found (YN001)';
+
+-- Records which of the thread's attachments the user message p_message_id refers to
+-- (a run body's `attachments`, and an image sent with it): in its metadata, once
+-- (yuxi.messages_guard keeps it). The run that serves the message reads them
+-- (yuxi.run_execution_input.input_attachments); a model with vision gets the images.
+CREATE FUNCTION yuxi.message_refer_attachments(p_uid uuid, p_message_id bigint, p_ids uuid[])
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_thread uuid;
+    v_missing text;
+BEGIN
+    SELECT m.thread_id INTO v_thread FROM yuxi.messages m
+    JOIN yuxi.conversations c ON c.thread_id = m.thread_id
+    WHERE m.id = p_message_id AND m.role = 'user' AND (p_uid IS NULL OR c.uid = p_uid);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'message % not found', p_message_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    SELECT string_agg(i::text, ', ') INTO v_missing FROM unnest(p_ids) i
+    WHERE NOT EXISTS (SELECT 1 FROM yuxi.attachments a WHERE a.id = i AND a.thread_id = v_thread);
+    IF v_missing IS NOT NULL THEN
+        RAISE EXCEPTION 'not attachments of this thread: %', v_missing
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    UPDATE yuxi.messages
+    SET metadata = metadata || jsonb_build_object(
+            'attachments', (SELECT jsonb_agg(DISTINCT i) FROM unnest(p_ids) i))
+    WHERE id = p_message_id;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.message_refer_attachments(uuid, bigint, uuid[]) IS
+    'Records the thread''s attachments a user message refers to, in its metadata, once. Raises not_found (YN001), invalid_input (YV001)';

@@ -4,6 +4,7 @@ nothing else."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -123,3 +124,145 @@ async def test_a_platform_models_flags_and_parameters_reach_the_provider(
     content = system["content"]
     text = content if isinstance(content, str) else "".join(p["text"] for p in content)
     assert "- uploads/notes.txt (text/plain, 5 bytes)" in text
+
+
+PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00"
+    b"\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\xcf\xc0\xf0\x1f\x00\x05\x00\x01\xff\x89\x99"
+    b"=\x1d\x00\x00\x00\x00IEND\xaeB`\x82"
+)
+
+
+def _user_content(call: Any) -> Any:
+    return [m for m in call.body["messages"] if m["role"] == "user"][-1]["content"]
+
+
+async def test_vision_sends_the_images_a_message_refers_to(
+    api: Api, worker: None, stub: StubServer
+) -> None:
+    for spec, vision in (("openai:seeing", True), ("openai:blind", False)):
+        created = await api.admin.post(
+            "/api/models",
+            json={
+                "spec": spec,
+                "name": spec,
+                "base_url": stub.base_url,
+                "api_key": PLATFORM_KEY,
+                "capabilities": {"vision": vision, "function_calling": False},
+            },
+        )
+        assert created.status_code == 201, created.text
+    thread = await api.thread("alice")
+    upload = await api.alice.post(
+        f"/api/chat/thread/{thread}/attachments",
+        files=[
+            ("file", ("dot.png", PNG, "image/png")),
+            ("file", ("notes.txt", b"hello", "text/plain")),
+            ("file", ("other.png", PNG + b"x", "image/png")),
+        ],
+    )
+    assert upload.status_code == 201, upload.text
+    ids = {a["filename"]: a["id"] for a in upload.json()}
+
+    async def ask(spec: str, attachments: list[str]) -> Any:
+        seen = len(stub.requests)
+        request = await api.submit(
+            thread, "what is in it?", model_spec=spec, attachments=attachments
+        )
+        view = await api.wait_dispatched(request["request_id"])
+        assert (await api.wait_run(view["run_id"]))["status"] == "completed"
+        [call] = stub.requests[seen:]
+        return call
+
+    # a model with vision gets the images the message names, not the text file, not the rest
+    content = _user_content(await ask("openai:seeing", [ids["dot.png"], ids["notes.txt"]]))
+    assert isinstance(content, list)
+    assert content[0] == {"type": "text", "text": "what is in it?"}
+    [image] = content[1:]
+    encoded = base64.b64encode(PNG).decode()
+    assert image == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{encoded}"}}
+    # without vision: the text alone (the prompt lists the files by path)
+    assert _user_content(await ask("openai:blind", [ids["dot.png"]])) == "what is in it?"
+    # an image sent in the run body is an attachment the message refers to
+    seen = len(stub.requests)
+    request = await api.submit(
+        thread,
+        "and this?",
+        model_spec="openai:seeing",
+        image_content=base64.b64encode(PNG).decode(),
+    )
+    view = await api.wait_dispatched(request["request_id"])
+    await api.completed(view["run_id"])
+    blocks = [c for c in _user_content(stub.requests[seen]) if c["type"] == "image_url"]
+    assert len(blocks) == 1
+    # the message keeps what it referred to, once
+    metadata = await api.value(
+        "SELECT metadata FROM yuxi.messages WHERE id = %s", request["message_id"]
+    )
+    assert len(metadata["attachments"]) == 1
+    with pytest.raises(Exception, match="cannot be rewritten"):
+        await api.sql(
+            "UPDATE yuxi.messages SET metadata = '{\"attachments\": []}' WHERE id = %s",
+            request["message_id"],
+        )
+    # another thread's attachment is refused and nothing is submitted
+    other = await api.thread("alice")
+    refused = await api.alice.post(
+        "/api/agent/runs",
+        json={"thread_id": other, "query": "steal", "attachments": [ids["dot.png"]]},
+    )
+    assert refused.status_code == 400 and "not attachments of this thread" in refused.text
+    assert await api.value("SELECT count(*) FROM yuxi.messages WHERE thread_id = %s", other) == 0
+
+
+async def test_json_replies_use_a_models_json_mode_or_the_prompt(
+    api: Api, worker: None, stub: StubServer
+) -> None:
+    for spec, json_mode in (("openai:structured", True), ("openai:freeform", False)):
+        created = await api.admin.post(
+            "/api/models",
+            json={
+                "spec": spec,
+                "name": spec,
+                "base_url": stub.base_url,
+                "api_key": PLATFORM_KEY,
+                "capabilities": {"json_mode": json_mode, "function_calling": False},
+            },
+        )
+        assert created.status_code == 201, created.text
+    agent = await api.admin.post(
+        "/api/agents",
+        json={
+            "slug": "json-bot",
+            "name": "JSON bot",
+            "backend_id": "chatbot",
+            "config": {"context": {"model": "openai:structured", "response_format": "json"}},
+        },
+    )
+    assert agent.status_code == 201, agent.text
+    items = {i["key"]: i for i in agent.json()["configurable_items"]}
+    assert items["response_format"]["kind"] == "select"
+    assert items["response_format"]["options"] == ["text", "json"]
+    refused = await api.admin.patch(
+        "/api/agents/json-bot", json={"config": {"context": {"response_format": "yaml"}}}
+    )
+    assert refused.status_code == 400, refused.text
+
+    thread = await api.thread("alice", agent="json-bot")
+    calls = []
+    for spec in ("openai:structured", "openai:freeform"):
+        seen = len(stub.requests)
+        await _run(api, "alice", thread, "give me data", spec)
+        [call] = stub.requests[seen:]
+        calls.append(call)
+    structured, freeform = calls
+    assert structured.body["response_format"] == {"type": "json_object"}
+    assert "response_format" not in freeform.body
+    for call in calls:
+        system = call.body["messages"][0]["content"]
+        text = system if isinstance(system, str) else "".join(p["text"] for p in system)
+        assert "Reply with one JSON object and nothing else" in text
+    # an agent replying in text asks for nothing
+    seen = len(stub.requests)
+    await _run(api, "alice", await api.thread("alice"), "hello", "openai:structured")
+    assert "response_format" not in stub.requests[seen].body

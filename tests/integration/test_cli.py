@@ -51,9 +51,7 @@ async def test_user_create_prints_a_token_stored_only_as_its_hash(
     assert again.returncode == 1 and "user carol already exists" in again.stderr
 
 
-async def test_user_credit_tops_up_lowers_and_shows_the_ledger(
-    world: World, db_url: str
-) -> None:
+async def test_user_credit_tops_up_lowers_and_shows_the_ledger(world: World, db_url: str) -> None:
     env = {"YUXI_DATABASE_URL": db_url}
     shown = await asyncio.to_thread(_yuxi, "user", "credit", "alice", env=env)
     assert shown.returncode == 0, shown.stderr
@@ -73,9 +71,10 @@ async def test_user_credit_tops_up_lowers_and_shows_the_ledger(
         assert refused.returncode == 2 and "is not a number" in refused.stderr
     missing = await asyncio.to_thread(_yuxi, "user", "credit", "nobody", "5", env=env)
     assert missing.returncode == 1 and "user nobody not found" in missing.stderr
-    assert await world.fetch(
-        "SELECT kind, delta::text FROM yuxi.credit_ledger ORDER BY id"
-    ) == [("topup", "25.00000000"), ("adjust", "-5.00000000")]
+    assert await world.fetch("SELECT kind, delta::text FROM yuxi.credit_ledger ORDER BY id") == [
+        ("topup", "25.00000000"),
+        ("adjust", "-5.00000000"),
+    ]
 
 
 def _free_port() -> int:

@@ -37,7 +37,9 @@ def without_todo_section(prompt: str) -> str:
 def recording(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     RecordingModel.prompts = []
     monkeypatch.setattr(
-        agent_graph, "load_chat_model", lambda spec, registered=None: RecordingModel()
+        agent_graph,
+        "load_chat_model",
+        lambda spec, registered=None, json_replies=False: RecordingModel(),
     )
     monkeypatch.setattr(agent_graph, "_GRAPHS", type(agent_graph._GRAPHS)())
     return RecordingModel.prompts

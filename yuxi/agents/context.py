@@ -110,6 +110,15 @@ class BaseContext:
             "Max steps", "Upper bound on model and tool steps in one run", kind="number"
         ),
     )
+    response_format: str = field(
+        default="text",
+        metadata=_meta(
+            "Reply format",
+            "json: every reply is one JSON object (the model's JSON mode when it has one)",
+            kind="select",
+            options=["text", "json"],
+        ),
+    )
     enable_memory: bool = field(
         default=False,
         metadata=_meta("Memory", "Read the user's agents/MEMORY.md as reference", kind="bool"),

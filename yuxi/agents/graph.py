@@ -38,6 +38,11 @@ MEMORY_TOOLS_HINT = (
 )
 
 
+# what an agent whose response_format is json is told (a model's JSON mode also needs
+# the word JSON in the prompt)
+JSON_REPLIES = "Reply with one JSON object and nothing else: no prose, no code fences."
+
+
 def build_system_prompt(context: BaseContext) -> str:
     """The agent's prompt, then the user's workspace prompts, then memory as reference
     (a main agent's only: a subagent never sees the user's memory)."""
@@ -50,6 +55,8 @@ def build_system_prompt(context: BaseContext) -> str:
             parts.append(MEMORY_TOOLS_HINT)
     if context.attachments:
         parts.append(attachments_prompt(context.attachments))
+    if context.response_format == "json":
+        parts.append(JSON_REPLIES)
     subagents = allowed_subagents(context)
     if subagents:
         parts.append(
@@ -128,6 +135,7 @@ def build_agent_graph(
         context.summary_threshold,
         context.summary_keep_messages,
         context.summary_prompt,
+        context.response_format,
         _model_identity(context),
         id(checkpointer),
     )
@@ -179,7 +187,11 @@ def _compile(
     *,
     knowledge: bool = False,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    model = load_chat_model(context.model, registered=_registered(context))
+    model = load_chat_model(
+        context.model,
+        registered=_registered(context),
+        json_replies=context.response_format == "json",
+    )
     tools = [BUILTIN_TOOLS[name] for name in tool_names] + ([task] if delegates else [])
     tools += [search_knowledge] if knowledge else []
     # the dynamic prompt first: it sets the system prompt that the todo list's section

@@ -96,3 +96,15 @@ async def attachment_delete(
             {"uid": uid, "thread_id": thread_id, "id": attachment_id},
         )
     )
+
+
+async def message_refer_attachments(
+    conn: AsyncConnection[Any], uid: UUID, message_id: int, ids: list[UUID]
+) -> None:
+    """Records the thread's attachments the user message refers to (once);
+    InvalidInput names any id that is not an attachment of the message's thread."""
+    await call_scalar(
+        conn,
+        "SELECT yuxi.message_refer_attachments(%(uid)s, %(message_id)s, %(ids)s::uuid[])",
+        {"uid": uid, "message_id": message_id, "ids": ids},
+    )

@@ -41,6 +41,8 @@ class ExecutionInput(msgspec.Struct, frozen=True):
     # the registry row of input_payload's model_spec (no key), and its sealed key
     model: dict[str, Any] | None = None
     model_key_sealed: bytes | None = None
+    # ids of the attachments the input message refers to (yuxi.message_refer_attachments)
+    input_attachments: list[str] | None = None
 
 
 class ClaimedRun(msgspec.Struct, frozen=True):
@@ -172,6 +174,7 @@ class ClaimedExecution(ClaimedRun, frozen=True):
     attachments: list[dict[str, Any]]
     model: dict[str, Any] | None
     model_key_sealed: bytes | None
+    input_attachments: list[str] | None
     credit_hold: Decimal | None
     credit_error: str | None
 

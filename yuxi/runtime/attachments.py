@@ -8,6 +8,7 @@ fails, nothing stays: files linked so far are removed, and staging files always 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import os
@@ -23,7 +24,14 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.queue.attachments import AddedAttachment, attachment_add, attachment_delete
 from yuxi.queue.errors import PayloadTooLarge, QueueError
-from yuxi.runtime.workdir import STAGING_PREFIX, UPLOADS, confined, media_type, safe_filename
+from yuxi.runtime.workdir import (
+    STAGING_PREFIX,
+    UPLOADS,
+    BadPath,
+    confined,
+    media_type,
+    safe_filename,
+)
 
 FLUSH_BYTES = 1024 * 1024
 _LINK_ATTEMPTS = 5
@@ -252,3 +260,42 @@ async def remove_attachment(
         name = await attachment_delete(conn, uid, thread_id, attachment_id)
     with contextlib.suppress(OSError):
         await asyncio.to_thread((workdir / UPLOADS / name).unlink)
+
+
+_IMAGE_MEDIA_TYPES = {
+    "png": "image/png",
+    "jpg": "image/jpeg",
+    "gif": "image/gif",
+    "webp": "image/webp",
+}
+# what one image may weigh when it is sent to a model (base64 makes it a third larger)
+IMAGE_TO_MODEL_MAX_BYTES = 20 * 1024 * 1024
+
+
+def image_blocks(
+    workdir: Path, attachments: list[dict[str, Any]], referred: list[str] | None
+) -> list[dict[str, Any]]:
+    """The images among the attachments a message refers to, as OpenAI-style
+    ``image_url`` content blocks (base64 data URLs), for a model with vision. A file is
+    an image by its bytes (PNG, JPEG, GIF, WebP), read confined to the workdir; one that
+    is gone, not an image or larger than IMAGE_TO_MODEL_MAX_BYTES is left out (the
+    prompt still lists it by path)."""
+    wanted = set(referred or [])
+    blocks = []
+    for item in attachments:
+        if str(item.get("id")) not in wanted:
+            continue
+        try:
+            path = confined(workdir, str(item.get("path")))
+            if path.stat().st_size > IMAGE_TO_MODEL_MAX_BYTES:
+                continue
+            data = path.read_bytes()
+        except (OSError, BadPath):
+            continue
+        kind = image_extension(data)
+        if kind is None:
+            continue
+        encoded = base64.b64encode(data).decode("ascii")
+        url = f"data:{_IMAGE_MEDIA_TYPES[kind]};base64,{encoded}"
+        blocks.append({"type": "image_url", "image_url": {"url": url}})
+    return blocks

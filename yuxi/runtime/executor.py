@@ -29,8 +29,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Interrupt
 from psycopg_pool import AsyncConnectionPool
 
+from yuxi.agents.context import BaseContext
 from yuxi.agents.delegation import current_delegate
 from yuxi.agents.memory import current_run_memory
+from yuxi.agents.models import RegisteredModel, model_capabilities
 from yuxi.agents.models.usage import current_call_gate, current_usage
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.db.outages import Backoff, describe, is_connection_error
@@ -50,6 +52,7 @@ from yuxi.queue.runs import (
     run_retry,
 )
 from yuxi.queue.statuses import RunStatus
+from yuxi.runtime.attachments import image_blocks
 from yuxi.runtime.budget import INSUFFICIENT_CREDITS, RunBudget
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.child_runs import ChildRuns
@@ -351,7 +354,9 @@ class RunExecutor:
             "configurable": {"thread_id": _checkpoint_thread(run)},
             "recursion_limit": max(context.max_execution_steps, 1) * 2 + 1,
         }
-        first_input = await graph_input(graph, config, run, claimed.attempt_no)
+        first_input = await graph_input(
+            graph, config, run, claimed.attempt_no, await _images_for(context, run)
+        )
         produced: list[BaseMessage] = []
         interrupts: list[Interrupt] = []
         # the task tool's calls become child runs executed by this worker
@@ -506,6 +511,24 @@ def _outcome_of(work: asyncio.Task[Outcome], paths: ClientPaths) -> Outcome:
             RunStatus.FAILED, error_type=type(error).__name__, error_message=paths.hide(str(error))
         )
     return work.result()
+
+
+async def _images_for(context: BaseContext, run: ExecutionInput) -> list[dict[str, Any]]:
+    """The images the input message refers to, as content blocks, when the run's model
+    has vision (else none: the prompt lists every attachment by its path)."""
+    if not run.input_attachments:
+        return []
+    registered = context.registered_model
+    capabilities = (
+        registered.capabilities
+        if isinstance(registered, RegisteredModel)
+        else model_capabilities(context.model)
+    )
+    if not capabilities.vision:
+        return []
+    return await asyncio.to_thread(
+        image_blocks, Path(context.workdir), run.attachments, run.input_attachments
+    )
 
 
 def _checkpoint_thread(run: ExecutionInput) -> str:

@@ -19,10 +19,15 @@ from yuxi.queue.runs import ClaimedRun, ExecutionInput, OutputMessage
 
 
 async def graph_input(
-    graph: Any, config: RunnableConfig, run: ExecutionInput, attempt_no: int
+    graph: Any,
+    config: RunnableConfig,
+    run: ExecutionInput,
+    attempt_no: int,
+    images: list[dict[str, Any]] | None = None,
 ) -> Any:
     """What to stream: the run's input, or nothing when an earlier attempt of this run
-    already checkpointed it and left work pending (the retry continues from there)."""
+    already checkpointed it and left work pending (the retry continues from there).
+    ``images``: content blocks sent with the input text (a model with vision)."""
     retry = attempt_no > 1
     state = await graph.aget_state(config) if retry or run.run_type == "resume" else None
     if run.run_type == "resume":
@@ -41,7 +46,8 @@ async def graph_input(
         messages = state.values.get("messages") or []
         if any(getattr(message, "id", None) == message_id for message in messages):
             return None
-    return {"messages": [{"role": "user", "content": text, "id": message_id}]}
+    content: Any = [{"type": "text", "text": text}, *images] if images else text
+    return {"messages": [{"role": "user", "content": content, "id": message_id}]}
 
 
 def resume_value(value: Any, pending: tuple[Interrupt, ...] | list[Interrupt]) -> Any:

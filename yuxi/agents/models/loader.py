@@ -38,12 +38,15 @@ def load_chat_model(
     *,
     settings: ModelSettings | None = None,
     registered: RegisteredModel | None = None,
+    json_replies: bool = False,
 ) -> BaseChatModel:
     """Builds the chat model named by ``spec`` (``builtin:scripted``, ``openai:MODEL``).
 
     ``registered``: the registry's model for it (base URL, key, flags, parameters);
     without one the environment's endpoint and ``YUXI_MODEL_CAPABILITIES`` apply.
-    ``settings`` defaults to ``ModelSettings.from_env()``. Raises ModelSpecError for a
+    ``settings`` defaults to ``ModelSettings.from_env()``. ``json_replies``: the agent
+    wants JSON objects; a model with ``json_mode`` is asked for them
+    (``response_format: json_object``). Raises ModelSpecError for a
     malformed spec or an unknown provider/model, and yuxi.settings.SettingsError when
     ``openai:*`` targets api.openai.com without an API key.
     """
@@ -56,7 +59,9 @@ def load_chat_model(
             tool_calling=capabilities.tool_calling,
             callbacks=[USAGE_RELAY],
         )
-    return _openai(parsed, settings, capabilities, registered)
+    return _openai(
+        parsed, settings, capabilities, registered, json_replies and capabilities.json_mode
+    )
 
 
 def _openai(
@@ -64,10 +69,13 @@ def _openai(
     settings: ModelSettings,
     capabilities: Capabilities,
     registered: RegisteredModel | None,
+    json_mode: bool = False,
 ) -> OpenAICompatibleChatModel:
     base_url = settings.openai_base_url
     key = settings.openai_api_key
     extra: dict[str, Any] = {}
+    if json_mode:
+        extra["model_kwargs"] = {"response_format": {"type": "json_object"}}
     if registered is not None:
         # a user's own model uses their key only; a platform model without a key of
         # its own uses the environment's endpoint key

@@ -36,7 +36,7 @@ from yuxi.api.dto import (
 from yuxi.api.event_hub import server_closing
 from yuxi.api.routes.files import conversation_root
 from yuxi.api.sse import EventStream, sse_message
-from yuxi.queue.attachments import attachment_list
+from yuxi.queue.attachments import message_refer_attachments
 from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
 from yuxi.queue.events import run_end_event, run_stream_read
 from yuxi.queue.requests import (
@@ -106,7 +106,8 @@ async def submit_with_files(
 ) -> RequestInfo:
     """A submit whose body carries an image (stored as an attachment of the thread) or
     names attachments (each must be the thread's): one transaction stores the image,
-    checks the names and submits, so a refused submit leaves no file behind."""
+    submits and records on the message what it refers to, so a refused submit leaves no
+    file behind."""
     settings = state.yuxi.settings
     staged = []
     if data.image_content is not None:
@@ -117,13 +118,8 @@ async def submit_with_files(
         staged.append(await stage_bytes(uploads, name, image, limit=settings.attachment_max_bytes))
     async with attaching(
         conn, user.uid, data.thread_id, staged, thread_limit=settings.thread_attachments_max_bytes
-    ):
-        if data.attachments:
-            known = {row.id for row in await attachment_list(conn, user.uid, data.thread_id)}
-            missing = [str(i) for i in data.attachments if i not in known]
-            if missing:
-                raise InvalidInput(f"not attachments of this thread: {', '.join(missing)}")
-        return await request_submit(
+    ) as added:
+        info = await request_submit(
             conn,
             uid=user.uid,
             thread_id=data.thread_id,
@@ -133,6 +129,12 @@ async def submit_with_files(
             model_spec=data.model_spec,
             tool_approval_mode=data.tool_approval_mode,
         )
+        # the message keeps what it refers to (each id must be the thread's): a model
+        # with vision gets these images
+        referred = [*(data.attachments or []), *(row.id for row in added)]
+        if info.message_id is not None:
+            await message_refer_attachments(conn, user.uid, info.message_id, referred)
+        return info
 
 
 def decode_image(content: str, *, limit: int) -> bytes:
