@@ -266,3 +266,25 @@ async def test_json_replies_use_a_models_json_mode_or_the_prompt(
     seen = len(stub.requests)
     await _run(api, "alice", await api.thread("alice"), "hello", "openai:structured")
     assert "response_format" not in stub.requests[seen].body
+
+
+async def test_a_provider_error_echoing_a_users_key_never_shows_it(
+    api: Api, worker: None, stub: StubServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = "sk-bob-echoed-key-99aa88bb77cc"
+    created = await api.bob.post(
+        "/api/me/models",
+        json={"spec": "openai:echo-key", "name": "Echo", "base_url": stub.base_url, "api_key": key},
+    )
+    assert created.status_code == 201, created.text
+    caplog.set_level("DEBUG")
+    result = await _run(api, "bob", await api.thread("bob"), "hello", "openai:echo-key")
+    assert result["status"] == "failed", result
+    assert key not in json.dumps(result) and "bad credentials" in result["error"]["message"]
+    events = await api.bob.get(f"/api/agent/runs/{result['run_id']}/events")
+    assert key not in events.text
+    assert key not in caplog.text
+    stored = await api.sql(
+        "SELECT error_message FROM yuxi.agent_runs WHERE run_id = %s", result["run_id"]
+    )
+    assert key not in stored[0][0]

@@ -364,6 +364,41 @@ async def test_a_retry_with_a_changed_configuration_fails_explicitly(
     assert row == [("manifest_conflict", first[0][1], first[0][2], 2)]
 
 
+async def test_a_retry_after_the_models_flags_changed_fails_explicitly(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    await world.execute(
+        "SELECT yuxi.model_create(gen_random_uuid(), NULL,"
+        " '{\"spec\": \"builtin:scripted\", \"name\": \"Scripted\"}')"
+    )
+    thread = await world.thread()
+    info = await world.submit(thread, "/sleep 30")
+    async with running_worker(db_url, tmp_path):
+        await wait_for_status(world, info.run_id, {"running"})
+
+        async def manifest_committed() -> bool:
+            return bool(
+                await world.value(
+                    "SELECT manifest_fingerprint IS NOT NULL FROM yuxi.agent_runs"
+                    " WHERE run_id = %s",
+                    info.run_id,
+                )
+            )
+
+        await wait_until(manifest_committed)
+    snapshot = await world.value(
+        "SELECT manifest -> 'model_snapshot' FROM yuxi.agent_runs WHERE run_id = %s", info.run_id
+    )
+    assert snapshot["capabilities"]["vision"] is False
+    # the registry row changes between the attempts: the retry derives another manifest
+    await world.execute("UPDATE yuxi.models SET vision = true WHERE spec = 'builtin:scripted'")
+    async with running_worker(db_url, tmp_path):
+        assert await wait_for_status(world, info.run_id) == "failed"
+    assert await world.fetch(
+        "SELECT error_type, attempt_count FROM yuxi.agent_runs WHERE run_id = %s", info.run_id
+    ) == [("manifest_conflict", 2)]
+
+
 async def test_state_shows_the_pending_question_only_while_interrupted(
     world: World, db_url: str, tmp_path: Path
 ) -> None:

@@ -291,10 +291,10 @@ class RunExecutor:
                     describe(error),
                 )
                 return _cut_by_outage(error)
-            # the agent, model or a tool failed
-            log.info("run %s failed: %s: %s", claimed.run_id, type(error).__name__, error)
-            # the message leaves the server: an OSError's text names host paths
+            # the agent, model or a tool failed. The message leaves the server: an
+            # OSError's text names host paths, a provider's may echo the model's key
             message = paths.hide(str(error))
+            log.info("run %s failed: %s: %s", claimed.run_id, type(error).__name__, message)
             await events.error(type(error).__name__, message)
             return Outcome(RunStatus.FAILED, error_type=type(error).__name__, error_message=message)
 
@@ -321,6 +321,11 @@ class RunExecutor:
         )
         context = prepared.context
         paths.workdir = context.workdir
+        if (
+            isinstance(context.registered_model, RegisteredModel)
+            and context.registered_model.api_key
+        ):
+            paths.secrets.append(context.registered_model.api_key.get_secret_value())
         usage.spec = context.model
         manifest = build_manifest(prepared, run)
         # The manifest is written once; the same call reads the run's identity again:

@@ -26,7 +26,7 @@ import re
 import secrets
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePath
 
@@ -128,15 +128,21 @@ class ClientPaths:
     workspace: Path
     # known once the Context is prepared; only matters when it lies outside the workspace
     workdir: str | None = None
+    # the run's model key, once opened: a provider error that echoes it must not
+    # carry it into an event, a run's error or a log line
+    secrets: list[str] = field(default_factory=list, repr=False)
 
     def show(self, path: str | PurePath) -> str | None:
         """``path`` as clients see it (see ``client_path``)."""
         return client_path(self.workspace, path)
 
     def hide(self, text: str) -> str:
-        """``text`` (an error message) with host paths replaced: those inside the user's
-        workspace become relative to it, the workdir elsewhere ``<workdir>``, anything
-        else under YUXI_HOME ``<home>``."""
+        """``text`` (an error message) with secrets replaced by ``***`` and host paths
+        replaced: those inside the user's workspace become relative to it, the workdir
+        elsewhere ``<workdir>``, anything else under YUXI_HOME ``<home>``."""
+        for secret in self.secrets:
+            if secret:
+                text = text.replace(secret, "***")
         if self.workdir and self.show(self.workdir) is None:
             text = _replace_path(text, self.workdir, "<workdir>")
         text = _replace_path(text, str(self.workspace), "")
