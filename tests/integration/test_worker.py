@@ -369,7 +369,7 @@ async def test_a_retry_after_the_models_flags_changed_fails_explicitly(
 ) -> None:
     await world.execute(
         "SELECT yuxi.model_create(gen_random_uuid(), NULL,"
-        " '{\"spec\": \"builtin:scripted\", \"name\": \"Scripted\"}')"
+        ' \'{"spec": "builtin:scripted", "name": "Scripted"}\')'
     )
     thread = await world.thread()
     info = await world.submit(thread, "/sleep 30")
