@@ -14,7 +14,7 @@ import multipart  # type: ignore[import-untyped]
 from litestar import Controller, Request, delete, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User, require_admin
@@ -179,8 +179,8 @@ class SkillsController(Controller):
         request: Request[Any, Any, Any],
         conn: Conn,
         user: NamedDependency[User],
-        share_scope: str | None = None,
-        shared_with: str | None = None,
+        share_scope: FromQuery[str | None] = None,
+        shared_with: FromQuery[str | None] = None,
     ) -> SkillAddedView:
         require_admin(user, "upload shared skills")
         if share_scope is not None and share_scope not in SHARE_SCOPES:
