@@ -112,25 +112,31 @@ COMMENT ON FUNCTION yuxi.skill_may_use(yuxi.skills, uuid) IS
     'True when a live user may use a shared skill (share scope all, an admin, its uploader, or shared with them); always for NULL (an operator)';
 
 -- The latest version of every skill p_uid may use, by slug: what the catalog, the API
--- and a run's preparation read.
+-- and a run's preparation read (the user is looked up once, not per skill).
 CREATE FUNCTION yuxi.skills_usable(p_uid uuid)
-RETURNS TABLE (slug text, version integer, sha256 text, description text, front_matter jsonb,
+RETURNS TABLE (slug text, version integer, sha256 text, description text,
                depends_skills text[], depends_tools text[], depends_mcps text[], files integer,
                bytes bigint, share_scope text, shared_with uuid[], created_at timestamptz,
                updated_at timestamptz)
 LANGUAGE sql STABLE AS $$
-    SELECT s.slug, v.version, v.sha256, v.description, v.front_matter, v.depends_skills,
+    SELECT s.slug, v.version, v.sha256, v.description, v.depends_skills,
            v.depends_tools, v.depends_mcps, v.files, v.bytes, s.share_scope,
            coalesce((SELECT array_agg(sh.uid ORDER BY sh.uid) FROM yuxi.skill_shares sh
                      WHERE sh.skill_slug = s.slug), '{}'),
            s.created_at, s.updated_at
     FROM yuxi.skills s
     JOIN yuxi.skill_versions v ON v.slug = s.slug AND v.version = s.latest_version
-    WHERE yuxi.skill_may_use(s, p_uid)
+    LEFT JOIN yuxi.users u ON u.id = p_uid AND u.deleted_at IS NULL
+    WHERE p_uid IS NULL
+       OR (u.id IS NOT NULL
+           AND (s.share_scope = 'all' OR u.is_admin OR s.created_by = p_uid
+                OR (s.share_scope = 'selected'
+                    AND EXISTS (SELECT 1 FROM yuxi.skill_shares sh
+                                WHERE sh.skill_slug = s.slug AND sh.uid = p_uid))))
     ORDER BY s.slug
 $$;
 COMMENT ON FUNCTION yuxi.skills_usable(uuid) IS
-    'The latest version of each shared skill a user may use (NULL: every skill), by slug';
+    'The latest version of each shared skill a user may use (NULL: every skill), by slug; the same rule as yuxi.skill_may_use';
 
 -- Every version of a skill p_uid may use, newest first; not_found otherwise.
 CREATE FUNCTION yuxi.skill_versions_of(p_uid uuid, p_slug text)

@@ -23,7 +23,6 @@ class SkillInfo(msgspec.Struct, frozen=True):
     version: int
     sha256: str
     description: str
-    front_matter: dict[str, Any]
     depends_skills: list[str]
     depends_tools: list[str]
     depends_mcps: list[str]

@@ -92,6 +92,8 @@ async def prepare_agent_runtime_context(
 
     selected_skills = context.skills
     for kind in RESOURCE_KINDS:
+        if kind == "skills":
+            continue  # resolved below, with the user's personal skills
         accessible = await catalog.accessible(kind, run.uid)
         setattr(context, kind, narrow(getattr(context, kind), accessible))
     # shared and personal skills, their dependency closure, files, prompt; their tools

@@ -201,6 +201,16 @@ async def shared_root(home: Path, skill: SkillRecord, fetch: FetchFiles) -> Path
     return target
 
 
+def _scan(
+    workspace: Path, home: Path, shared: Sequence[SkillRecord]
+) -> tuple[list[SkillRecord], set[str]]:
+    """The user's personal skills, and the digests of the shared skills whose files are
+    already under the home."""
+    cache = home / "skills"
+    present = {s.sha256 for s in shared if s.sha256 and (cache / s.sha256).is_dir()}
+    return personal_skills(workspace), present
+
+
 def _write_tree(target: Path, files: Mapping[str, bytes]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".skill-", dir=target.parent))
@@ -265,17 +275,22 @@ async def prepare_skills(
     fetch: FetchFiles,
 ) -> RunSkills:
     """Resolves one run's skills (see the module's rules) and readies their files."""
-    personal = await asyncio.to_thread(personal_skills, workspace)
+    # one trip to a worker thread for the workspace and the home, one for preloads
+    personal, present = await asyncio.to_thread(_scan, workspace, home, shared)
     available = merge(shared, personal)
     slugs = resolve_selection(selected, available)
     resolved = RunSkills(skills=[available[slug] for slug in slugs])
     for skill in resolved.skills:
         if skill.root is not None:
             resolved.roots[skill.slug] = str(skill.root)
+        elif skill.sha256 is not None and skill.sha256 in present:
+            resolved.roots[skill.slug] = str(home / "skills" / skill.sha256)
         elif skill.sha256 is not None and skill.version is not None:
             resolved.roots[skill.slug] = str(await shared_root(home, skill, fetch))
     preload_slugs = [s for s in dict.fromkeys(preload_selected) if s in resolved.roots]
-    text, resolved.preloaded = await asyncio.to_thread(preload, resolved.roots, preload_slugs)
+    text = ""
+    if preload_slugs:
+        text, resolved.preloaded = await asyncio.to_thread(preload, resolved.roots, preload_slugs)
     resolved.prompt = "\n\n".join(p for p in (index_prompt(resolved.skills), text) if p)
     return resolved
 

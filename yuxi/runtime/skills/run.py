@@ -49,13 +49,19 @@ async def prepare_run_skills(
     """Resolves the run's skills into ``context`` (see the module) and returns them for
     the manifest. SkillError when an explicitly selected skill cannot be resolved."""
 
+    preload = list(getattr(context, "preload_skills", None) or [])
+    if selected is not None and not selected:
+        # skills: [] is none at all (preloads come from the selection too)
+        context.skills = []
+        return RunSkills()
+
     async def fetch(slug: str, version: int) -> Mapping[str, bytes]:
         files = getattr(catalog, "skill_files", None)
         return {} if files is None else await files(slug, version)
 
     resolved = await prepare_skills(
         selected,
-        list(getattr(context, "preload_skills", None) or []),
+        preload,
         shared=await shared_skills(catalog, uid),
         workspace=workspace,
         home=home,
@@ -76,8 +82,10 @@ async def add_skill_dependencies(
     and their MCP servers join ``context.mcps`` (the servers the run may connect to),
     each only when the user may use it. ``_skill_mounts`` records, per skill, those the
     agent's own selection did not hold: they stay hidden until the skill is activated."""
-    tools_allowed = set(await catalog.accessible("tools", uid))
-    mcps_allowed = set(await catalog.accessible("mcps", uid))
+    wanted_tools = any(skill.tools for skill in skills)
+    wanted_mcps = any(skill.mcps for skill in skills)
+    tools_allowed = set(await catalog.accessible("tools", uid)) if wanted_tools else set()
+    mcps_allowed = set(await catalog.accessible("mcps", uid)) if wanted_mcps else set()
     own_tools = set(context.tools or [])
     own_mcps = set(context.mcps or [])
     mounts: dict[str, dict[str, list[str]]] = {}
