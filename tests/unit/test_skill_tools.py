@@ -124,3 +124,39 @@ def test_a_skills_tools_are_hidden_until_it_is_active(context: BaseContext) -> N
     assert not hidden("other__read")
     shown = gated(context, {"report-writer"})
     assert not shown("calculator") and not shown("files__read")
+
+
+async def test_a_hidden_tool_called_anyway_is_refused(context: BaseContext) -> None:
+    from langchain.tools import ToolRuntime
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+
+    from yuxi.agents.tools.skills import SkillsMiddleware
+
+    ran: list[str] = []
+
+    async def handler(request: ToolCallRequest) -> ToolMessage:
+        ran.append(request.tool_call["name"])
+        return ToolMessage("42", tool_call_id="c1", name="calculator")
+
+    def request(state: dict[str, Any]) -> ToolCallRequest:
+        runtime = ToolRuntime(
+            state=state,
+            context=context,
+            config={},
+            stream_writer=lambda _chunk: None,
+            tool_call_id="c1",
+            store=None,
+        )
+        call = {"name": "calculator", "args": {"expression": "6*7"}, "id": "c1"}
+        return ToolCallRequest(tool_call=call, tool=None, state=state, runtime=runtime)  # type: ignore[arg-type]
+
+    middleware = SkillsMiddleware()
+    refused = await middleware.awrap_tool_call(request({}), handler)
+    assert isinstance(refused, ToolMessage) and refused.status == "error"
+    assert "call activate_skill first" in str(refused.content)
+    assert ran == []
+    answered = await middleware.awrap_tool_call(
+        request({"active_skills": ["report-writer"]}), handler
+    )
+    assert isinstance(answered, ToolMessage) and answered.content == "42"
+    assert ran == ["calculator"]

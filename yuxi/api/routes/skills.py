@@ -222,6 +222,8 @@ class SkillsController(Controller):
         slug: FromPath[str],
         version: FromPath[int],
     ) -> SkillDetail:
+        if not 1 <= version <= 2**31 - 1:
+            raise NotFound(f"skill {slug} version {version} not found")
         return await _detail(state, conn, user, slug, version)
 
     @delete("/{slug:str}", summary="Delete a shared skill and every version (admins)")
