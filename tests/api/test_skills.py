@@ -73,6 +73,7 @@ async def test_uploads_are_versioned_and_admin_only(api: Api) -> None:
         "version": 1,
         "sha256": read_source(SKILLS / "writing-style").sha256,
         "created": False,
+        "source": "shared",
     }
     refused = await api.alice.post("/api/skills", content=zip_of("writing-style"), headers=ZIP)
     error_of(refused, 403, "forbidden")
@@ -177,3 +178,41 @@ async def test_a_missing_dependency_fails_the_run_clearly(api: Api, tmp_path: Pa
     assert view["status"] == "failed"
     assert "skill ghost (needed by needs-ghost) is not available" in str(view), view
     assert str(api.home) not in json.dumps(view)
+
+
+async def test_users_upload_and_delete_their_personal_skills(api: Api) -> None:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("SKILL.md", skill_md("bob-notes", "Bob's notes", skills=["ghost"]))
+    refused = await api.bob.post("/api/skills?personal=true", content=buffer.getvalue())
+    assert "ghost" in error_of(refused, 400, "invalid_input")["message"]
+
+    response = await api.bob.post(
+        "/api/skills?personal=true", content=zip_of("writing-style"), headers=ZIP
+    )
+    assert response.status_code == 201, response.text
+    assert response.json() == {
+        "slug": "writing-style",
+        "version": None,
+        "sha256": read_source(SKILLS / "writing-style").sha256,
+        "created": True,
+        "source": "personal",
+    }
+    workspace = user_workspace(api.home.resolve(), str(api.uids["bob"]))
+    assert (workspace / "skills" / "writing-style" / "SKILL.md").is_file()
+    listed = (await api.bob.get("/api/skills")).json()
+    assert [
+        (s["slug"], s["source"], s["shadowed"]) for s in listed if s["slug"] == "writing-style"
+    ] == [
+        ("writing-style", "shared", True),
+        ("writing-style", "personal", False),
+    ]
+    gone = await api.bob.delete("/api/skills/writing-style?personal=true")
+    assert gone.status_code == 204
+    error_of(await api.bob.delete("/api/skills/writing-style?personal=true"), 404, "not_found")
+    assert not (workspace / "skills" / "writing-style").exists()
+    # the shared one is still there
+    assert (await api.bob.get("/api/skills/writing-style")).status_code == 200

@@ -5,7 +5,6 @@ the database directly, as an operator."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -99,16 +98,9 @@ def add_command(
 def _add_personal(found: Any, owner: str, as_json: bool) -> None:
     """Writes the skill's files into the user's workspace (replacing that skill's
     directory), after checking its skill dependencies resolve for that user."""
+    from yuxi.queue.errors import InvalidInput
     from yuxi.runtime.prepare import user_workspace
-    from yuxi.runtime.skills.format import check_relative
-    from yuxi.runtime.skills.resolve import (
-        SkillError,
-        SkillRecord,
-        closure,
-        merge,
-        personal_skills,
-        shared_records,
-    )
+    from yuxi.runtime.skills.store import place_personal_skill
 
     settings = settings_or_exit()
 
@@ -120,32 +112,11 @@ def _add_personal(found: Any, owner: str, as_json: bool) -> None:
 
     uid, rows = with_database(work)
     workspace = user_workspace(settings.home.resolve(), str(uid))
-    meta = found.meta
-    record = SkillRecord(
-        meta.name,
-        "personal",
-        meta.description,
-        sha256=found.sha256,
-        skills=meta.skills,
-        tools=meta.tools,
-        mcps=meta.mcps,
-    )
-    available = merge(shared_records(rows), [*personal_skills(workspace), record])
     try:
-        closure([meta.name], available)
-    except SkillError as error:
+        place_personal_skill(workspace, found, rows)
+    except InvalidInput as error:
         raise click.ClickException(str(error)) from None
-    target = workspace / "skills" / meta.name
-    staging = workspace / "skills" / f".{meta.name}.new"
-    shutil.rmtree(staging, ignore_errors=True)
-    for name, data in found.files.items():
-        path = staging / check_relative(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    if target.is_symlink():
-        target.unlink()
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
+    meta = found.meta
     if as_json:
         echo_json({"slug": meta.name, "source": "personal", "sha256": found.sha256})
         return

@@ -24,7 +24,13 @@ from yuxi.queue.skills import SkillInfo, skill_delete, skill_files, skill_versio
 from yuxi.runtime.prepare import user_workspace
 from yuxi.runtime.skills.format import MAX_BYTES
 from yuxi.runtime.skills.resolve import SkillRecord
-from yuxi.runtime.skills.store import add_shared_skill, bundle_of_zip, user_personal_skills
+from yuxi.runtime.skills.store import (
+    add_shared_skill,
+    bundle_of_zip,
+    place_personal_skill,
+    remove_personal_skill,
+    user_personal_skills,
+)
 
 Conn = NamedDependency[AsyncConnection[Any]]
 # a ZIP of at most MAX_BYTES of files, plus its headers and a multipart envelope
@@ -76,10 +82,13 @@ class SkillDetail(msgspec.Struct, frozen=True):
 
 
 class SkillAddedView(msgspec.Struct, frozen=True):
+    """``version`` null for a personal skill (it has none)."""
+
     slug: str
-    version: int
+    version: int | None
     sha256: str
     created: bool
+    source: str
 
 
 def _shared(info: SkillInfo, shadowed: bool, admin: bool) -> SkillView:
@@ -170,22 +179,31 @@ class SkillsController(Controller):
     @post(
         "/",
         status_code=201,
-        summary="Upload a shared skill (admins): a ZIP of its directory, raw or in a part file",
+        summary="Upload a skill: a ZIP of its directory, raw or in a part file (shared: admins)",
         opt={RAW_BODY: True},
         request_max_body_size=None,  # bounded as it streams in (MAX_UPLOAD)
     )
     async def upload(
         self,
         request: Request[Any, Any, Any],
+        state: State,
         conn: Conn,
         user: NamedDependency[User],
         share_scope: FromQuery[str | None] = None,
         shared_with: FromQuery[str | None] = None,
+        personal: FromQuery[bool] = False,
     ) -> SkillAddedView:
-        require_admin(user, "upload shared skills")
+        if not personal:
+            require_admin(user, "upload shared skills")
         if share_scope is not None and share_scope not in SHARE_SCOPES:
             raise InvalidInput("share_scope is owner, selected or all")
         found = await asyncio.to_thread(bundle_of_zip, await _upload_bytes(request))
+        if personal:
+            # into the caller's workspace, skills/<slug>/ (their dependencies checked)
+            shared = await skills_usable(conn, user.uid)
+            workspace = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid))
+            await asyncio.to_thread(place_personal_skill, workspace, found, shared)
+            return SkillAddedView(found.meta.name, None, found.sha256, True, "personal")
         added = await add_shared_skill(
             conn,
             user.uid,
@@ -193,7 +211,7 @@ class SkillsController(Controller):
             share_scope=share_scope,
             shared_with=_shared_with(shared_with),
         )
-        return SkillAddedView(added.slug, added.version, added.sha256, added.created)
+        return SkillAddedView(added.slug, added.version, added.sha256, added.created, "shared")
 
     @get("/", summary="The skills the caller may use: shared ones, then their personal ones")
     async def list_all(
@@ -226,8 +244,23 @@ class SkillsController(Controller):
             raise NotFound(f"skill {slug} version {version} not found")
         return await _detail(state, conn, user, slug, version)
 
-    @delete("/{slug:str}", summary="Delete a shared skill and every version (admins)")
-    async def remove(self, conn: Conn, user: NamedDependency[User], slug: FromPath[str]) -> None:
+    @delete(
+        "/{slug:str}",
+        summary="Delete a shared skill and every version (admins), or a personal one",
+    )
+    async def remove(
+        self,
+        state: State,
+        conn: Conn,
+        user: NamedDependency[User],
+        slug: FromPath[str],
+        personal: FromQuery[bool] = False,
+    ) -> None:
+        if personal:
+            workspace = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid))
+            if not await asyncio.to_thread(remove_personal_skill, workspace, slug):
+                raise NotFound(f"personal skill {slug} not found")
+            return
         require_admin(user, "delete shared skills")
         await skill_delete(conn, user.uid, slug)
 
