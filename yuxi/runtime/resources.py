@@ -3,7 +3,8 @@
 Rules (tools, knowledges, mcps, skills): unset = everything the user can access; an
 explicit list = that list ∩ accessible; an explicit empty list = none. ``subagents``:
 unset or empty = every subagent the user can see. Skills are expanded to the closure of
-their dependencies, within what the user can access.
+their dependencies (``skill_closure`` here; a run's skills, with personal ones and
+dependency errors, are resolved by yuxi/runtime/skills/).
 """
 
 from __future__ import annotations
