@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
+import pytest
+
 from tests.fixtures.skills import SKILLS, skill_md
 from tests.integration.conftest import World
 from tests.integration.worker_harness import running_worker, wait_for_status, wait_until
@@ -17,9 +19,10 @@ from yuxi.agents.graph import build_system_prompt
 from yuxi.agents.subagent import SubAgent
 from yuxi.queue.runs import ExecutionInput
 from yuxi.runtime.manifest import build_manifest
-from yuxi.runtime.prepare import prepare_agent_runtime_context
+from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
 from yuxi.runtime.resources import DatabaseCatalog
 from yuxi.runtime.skills.format import bundle, read_source
+from yuxi.runtime.skills.resolve import SkillError
 from yuxi.runtime.skills.store import add_shared_skill
 
 
@@ -130,3 +133,22 @@ async def test_a_retry_whose_skill_changed_fails_with_manifest_conflict(
         info.run_id,
     )
     assert row == [("manifest_conflict", first, 2)]
+
+
+async def test_a_cycle_among_personal_skills_fails_preparation(
+    world: World, tmp_path: Path
+) -> None:
+    workspace = user_workspace(tmp_path, str(world.alice))
+    for name, dep in (("ping", "pong"), ("pong", "ping")):
+        (workspace / "skills" / name).mkdir(parents=True)
+        (workspace / "skills" / name / "SKILL.md").write_text(skill_md(name, "x", skills=[dep]))
+    catalog = DatabaseCatalog(world.pool)
+    with pytest.raises(SkillError, match="cycle: ping -> pong -> ping"):
+        await prepare_agent_runtime_context(
+            ChatBotAgent(), run_input(world, {"skills": ["ping"]}), catalog=catalog, home=tmp_path
+        )
+    # unset: the broken skills are left out, the run goes on without them
+    prepared = await prepare_agent_runtime_context(
+        ChatBotAgent(), run_input(world, {}), catalog=catalog, home=tmp_path
+    )
+    assert prepared.context.skills == []
