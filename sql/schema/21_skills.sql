@@ -194,6 +194,20 @@ $$;
 COMMENT ON FUNCTION yuxi.skill_files_of(uuid, text, integer) IS
     'The files of a skill version (latest by default) the user may use, in path order. Raises not_found (YN001)';
 
+-- The files of several versions at once (a worker writing the skills of a run under its
+-- home for the first time); read as an operator: the run's access was checked when its
+-- skills were listed (yuxi.skills_usable).
+CREATE FUNCTION yuxi.skill_files_many(p_slugs text[], p_versions integer[])
+RETURNS TABLE (slug text, version integer, path text, content bytea)
+LANGUAGE sql STABLE AS $$
+    SELECT f.slug, f.version, f.path, f.content
+    FROM unnest(p_slugs, p_versions) AS w (slug, version)
+    JOIN yuxi.skill_files f ON f.slug = w.slug AND f.version = w.version
+    ORDER BY f.slug, f.version, convert_to(f.path, 'UTF8')
+$$;
+COMMENT ON FUNCTION yuxi.skill_files_many(text[], integer[]) IS
+    'Operator/worker: the files of the given (slug, version) pairs, by slug, version and path';
+
 -- Adds a version of a shared skill (creating the skill) unless its files equal the
 -- latest version's; admins and operators only. Refuses a dependency on a skill that does
 -- not exist and one that closes a cycle. p_share_scope NULL keeps the skill's sharing

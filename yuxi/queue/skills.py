@@ -140,6 +140,27 @@ async def skill_files(
     )
 
 
+class SkillVersionFile(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.skill_files_many``."""
+
+    slug: str
+    version: int
+    path: str
+    content: bytes
+
+
+async def skill_files_many(
+    conn: AsyncConnection[Any], versions: Sequence[tuple[str, int]]
+) -> list[SkillVersionFile]:
+    """The files of several versions in one query (read as an operator)."""
+    return await call_many(
+        conn,
+        SkillVersionFile,
+        "yuxi.skill_files_many(%(slugs)s::text[], %(versions)s::integer[])",
+        {"slugs": [s for s, _v in versions], "versions": [v for _s, v in versions]},
+    )
+
+
 async def skill_delete(conn: AsyncConnection[Any], uid: UUID | None, slug: str) -> None:
     with typed_errors():
         await conn.execute("SELECT yuxi.skill_delete(%s, %s)", (uid, slug))

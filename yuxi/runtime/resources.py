@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.tools.names import builtin_tool_names
 from yuxi.queue.knowledge import kb_list, kb_readable
-from yuxi.queue.skills import SkillInfo, skill_files, skills_usable
+from yuxi.queue.skills import SkillInfo, skill_files_many, skills_usable
 
 RESOURCE_KINDS = ("tools", "knowledges", "mcps", "skills")
 
@@ -105,11 +105,16 @@ class DatabaseCatalog:
         async with self._pool.connection() as conn:
             return await skills_usable(conn, uid)
 
-    async def skill_files(self, slug: str, version: int) -> dict[str, bytes]:
-        """The files of one shared skill version (read as an operator: the run's access
-        was checked when its skills were listed)."""
+    async def skill_files(
+        self, versions: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], dict[str, bytes]]:
+        """The files of shared skill versions, in one query (read as an operator: the
+        run's access was checked when its skills were listed)."""
+        found: dict[tuple[str, int], dict[str, bytes]] = {key: {} for key in versions}
         async with self._pool.connection() as conn:
-            return {f.path: f.content for f in await skill_files(conn, None, slug, version)}
+            for row in await skill_files_many(conn, versions):
+                found.setdefault((row.slug, row.version), {})[row.path] = row.content
+        return found
 
     async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
         """The knowledge bases the user may read, by id: ``{id, name, slug}``."""

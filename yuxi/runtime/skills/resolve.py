@@ -187,18 +187,35 @@ def resolve_selection(
     return usable
 
 
-FetchFiles = Callable[[str, int], Awaitable[Mapping[str, bytes]]]
+FetchFiles = Callable[
+    [Sequence[tuple[str, int]]], Awaitable[Mapping[tuple[str, int], Mapping[str, bytes]]]
+]
+"""Reads the files of shared skill versions ``[(slug, version)]`` at once."""
 
 
-async def shared_root(home: Path, skill: SkillRecord, fetch: FetchFiles) -> Path:
-    """The directory holding a shared skill version's files, written on first use."""
-    assert skill.sha256 is not None and skill.version is not None
-    target = home / "skills" / skill.sha256
-    if await asyncio.to_thread(target.is_dir):
-        return target
-    files = await fetch(skill.slug, skill.version)
-    await asyncio.to_thread(_write_tree, target, files)
-    return target
+async def shared_roots(
+    home: Path, skills: Sequence[SkillRecord], fetch: FetchFiles
+) -> dict[str, Path]:
+    """The directories of shared skill versions whose files are not under the home yet,
+    read in one call and written in one trip to a worker thread."""
+    wanted = [s for s in skills if s.sha256 is not None and s.version is not None]
+    if not wanted:
+        return {}
+    files = await fetch([(s.slug, s.version) for s in wanted if s.version is not None])
+
+    def write() -> dict[str, Path]:
+        written: dict[str, Path] = {}
+        for skill in wanted:
+            assert skill.sha256 is not None and skill.version is not None
+            target = home / "skills" / skill.sha256
+            content = files.get((skill.slug, skill.version))
+            if not target.is_dir() and content:
+                _write_tree(target, content)
+            if target.is_dir():
+                written[skill.slug] = target
+        return written
+
+    return await asyncio.to_thread(write)
 
 
 def _scan(
@@ -280,13 +297,16 @@ async def prepare_skills(
     available = merge(shared, personal)
     slugs = resolve_selection(selected, available)
     resolved = RunSkills(skills=[available[slug] for slug in slugs])
+    missing: list[SkillRecord] = []
     for skill in resolved.skills:
         if skill.root is not None:
             resolved.roots[skill.slug] = str(skill.root)
         elif skill.sha256 is not None and skill.sha256 in present:
             resolved.roots[skill.slug] = str(home / "skills" / skill.sha256)
-        elif skill.sha256 is not None and skill.version is not None:
-            resolved.roots[skill.slug] = str(await shared_root(home, skill, fetch))
+        else:
+            missing.append(skill)
+    written = await shared_roots(home, missing, fetch)
+    resolved.roots.update({slug: str(path) for slug, path in written.items()})
     preload_slugs = [s for s in dict.fromkeys(preload_selected) if s in resolved.roots]
     text = ""
     if preload_slugs:
@@ -320,7 +340,3 @@ def catalog_records(
         SkillRecord(slug=s, source="catalog", description=s, skills=tuple(dependencies.get(s, ())))
         for s in slugs
     ]
-
-
-async def _no_files(slug: str, version: int) -> Mapping[str, bytes]:
-    return {}

@@ -55,9 +55,11 @@ async def prepare_run_skills(
         context.skills = []
         return RunSkills()
 
-    async def fetch(slug: str, version: int) -> Mapping[str, bytes]:
+    async def fetch(
+        versions: Sequence[tuple[str, int]],
+    ) -> Mapping[tuple[str, int], Mapping[str, bytes]]:
         files = getattr(catalog, "skill_files", None)
-        return {} if files is None else await files(slug, version)
+        return {} if files is None else await files(versions)
 
     resolved = await prepare_skills(
         selected,
