@@ -81,6 +81,14 @@ class BaseContext:
     skills: list[str] | None = field(
         default=None, metadata=_meta("Skills", "Skills the agent may activate", kind="skills")
     )
+    preload_skills: list[str] = field(
+        default_factory=list,
+        metadata=_meta(
+            "Preloaded skills",
+            "Skills whose instructions are in the prompt from the start",
+            kind="skills",
+        ),
+    )
     summary_threshold: int = field(
         default=120,
         metadata=_meta(
@@ -148,6 +156,20 @@ class BaseContext:
     # the knowledge bases this run may search, [{id, name, slug}] (seed 001's name)
     _visible_knowledge_bases: list[dict[str, Any]] = field(
         default_factory=list, metadata=_runtime("Knowledge bases the run may search")
+    )
+
+    # skills (yuxi/runtime/skills/run.py): slug → directory of its files (read-only under
+    # the file tools' skills/ root; never shown), the skill index and preloaded
+    # instructions, the preloaded ones, and what each skill mounts when activated
+    _readable_skills: dict[str, str] = field(
+        default_factory=dict, repr=False, metadata=_runtime("Skill files the run may read")
+    )
+    _skills_prompt: str = field(default="", metadata=_runtime("The skill index and preloads"))
+    _preloaded_skills: list[str] = field(
+        default_factory=list, metadata=_runtime("Skills active from the start")
+    )
+    _skill_mounts: dict[str, dict[str, list[str]]] = field(
+        default_factory=dict, metadata=_runtime("Tools and MCP servers a skill brings")
     )
 
     RESOURCE_FIELDS: ClassVar[tuple[str, ...]] = ("tools", "knowledges", "mcps", "skills")

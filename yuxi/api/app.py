@@ -29,6 +29,7 @@ from yuxi.api.routes.projects import ProjectsController
 from yuxi.api.routes.requests import RequestEventsController
 from yuxi.api.routes.runs import RunsController
 from yuxi.api.routes.scheduling import ScheduledJobsController
+from yuxi.api.routes.skills import SkillsController
 from yuxi.api.routes.system import health
 from yuxi.api.routes.threads import ThreadsController
 from yuxi.api.routes.usage import UsageController
@@ -90,6 +91,7 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             ModelsController,
             MyModelsController,
             KnowledgeBasesController,
+            SkillsController,
             RunsController,
             RequestEventsController,
             ScheduledJobsController,

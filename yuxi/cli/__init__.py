@@ -12,6 +12,7 @@ from yuxi.cli.knowledge import kb
 from yuxi.cli.models import model
 from yuxi.cli.queues import queue
 from yuxi.cli.serve import api, up, worker
+from yuxi.cli.skills import skill
 from yuxi.cli.users import user
 
 
@@ -25,7 +26,7 @@ def main() -> None:
     """
 
 
-for command in (up, api, worker, db, user, agent, model, queue, kb):
+for command in (up, api, worker, db, user, agent, model, queue, kb, skill):
     main.add_command(command)
 
 

@@ -54,8 +54,11 @@ def build_manifest(prepared: PreparedContext, run: ExecutionInput) -> dict[str, 
             {"id": kb["id"], "name": kb["name"]}
             for kb in getattr(context, "_visible_knowledge_bases", None) or []
         ],
-        # skill entries (source, version, content hash) come with the skills catalog
-        "skills": [],
+        # each skill's source (shared, personal), version and the sha256 of its files:
+        # a skill changed between two attempts gives another manifest (manifest_conflict)
+        "skills": prepared.skills.manifest_entries() if prepared.skills else [],
+        # the instructions put in the prompt from the start: their digest and size
+        "skills_preloaded": prepared.skills.preloaded if prepared.skills else {},
         "preloaded": {
             f.name: {"sha256": f.sha256, "bytes": f.bytes_read, "truncated": f.truncated}
             for f in prepared.prompt_files

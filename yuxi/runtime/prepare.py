@@ -22,10 +22,11 @@ from yuxi.runtime.resources import (
     ResourceCatalog,
     narrow,
     narrow_subagents,
-    skill_closure,
     visible_knowledge_bases,
 )
 from yuxi.runtime.secret_box import SecretBox
+from yuxi.runtime.skills.resolve import RunSkills
+from yuxi.runtime.skills.run import prepare_run_skills
 from yuxi.runtime.workspace import (
     MEMORY_FILE,
     WorkspaceFile,
@@ -43,6 +44,7 @@ class PreparedContext:
     context: BaseContext
     prompt_files: list[WorkspaceFile] = field(default_factory=list)
     ignored_config_keys: list[str] = field(default_factory=list)
+    skills: RunSkills | None = None
 
 
 def user_workspace(home: Path, uid: str) -> Path:
@@ -88,15 +90,22 @@ async def prepare_agent_runtime_context(
     if isinstance(context, SubAgentContext):
         _scope_subagent(context, run)
 
+    selected_skills = context.skills
     for kind in RESOURCE_KINDS:
+        if kind == "skills":
+            continue  # resolved below, with the user's personal skills
         accessible = await catalog.accessible(kind, run.uid)
         setattr(context, kind, narrow(getattr(context, kind), accessible))
-    if context.skills:
-        context.skills = skill_closure(
-            context.skills,
-            await catalog.skill_dependencies(run.uid),
-            await catalog.accessible("skills", run.uid),
-        )
+    # shared and personal skills, their dependency closure, files, prompt; their tools
+    # and MCP servers join context.tools / context.mcps
+    skills = await prepare_run_skills(
+        context,
+        selected_skills,
+        catalog=catalog,
+        uid=run.uid,
+        workspace=user_workspace(home, str(run.uid)),
+        home=home,
+    )
     context._visible_knowledge_bases = await visible_knowledge_bases(
         catalog, run.uid, context.knowledges or []
     )
@@ -113,7 +122,7 @@ async def prepare_agent_runtime_context(
     prompt_files, memory = await asyncio.to_thread(_read_workspace, workspace, memory=uses_memory)
     context.workspace_prompt = workspace_prompt(prompt_files)
     context.memory = memory.text if memory else ""
-    return PreparedContext(context, prompt_files, ignored)
+    return PreparedContext(context, prompt_files, ignored, skills)
 
 
 def registered_model(run: ExecutionInput, home: Path) -> RegisteredModel | None:

@@ -3,7 +3,8 @@
 Rules (tools, knowledges, mcps, skills): unset = everything the user can access; an
 explicit list = that list ∩ accessible; an explicit empty list = none. ``subagents``:
 unset or empty = every subagent the user can see. Skills are expanded to the closure of
-their dependencies, within what the user can access.
+their dependencies (``skill_closure`` here; a run's skills, with personal ones and
+dependency errors, are resolved by yuxi/runtime/skills/).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.tools.names import builtin_tool_names
 from yuxi.queue.knowledge import kb_list, kb_readable
+from yuxi.queue.skills import SkillInfo, skill_files_many, skills_usable
 
 RESOURCE_KINDS = ("tools", "knowledges", "mcps", "skills")
 
@@ -79,9 +81,11 @@ async def visible_knowledge_bases(
 
 class DatabaseCatalog:
     """Resources as the database knows them. Tools are the built-ins (every user may use
-    them); knowledge bases are those the user may read (``yuxi.kb_readable``, by id); MCP
-    servers and skills have no catalog yet, so none are accessible. (The subagents a user
-    can see come with the run's execution input.)"""
+    them); knowledge bases are those the user may read (``yuxi.kb_readable``, by id);
+    skills are the shared skills the user may use (``yuxi.skills_usable``, by slug; a
+    user's personal skills are read from their workspace at preparation); MCP servers
+    have no catalog here, so none are accessible. (The subagents a user can see come
+    with the run's execution input.)"""
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self._pool = pool
@@ -92,7 +96,25 @@ class DatabaseCatalog:
         if kind == "knowledges":
             async with self._pool.connection() as conn:
                 return [str(kb) for kb in await kb_readable(conn, uid)]
+        if kind == "skills":
+            return [skill.slug for skill in await self.skill_infos(uid)]
         return []
+
+    async def skill_infos(self, uid: UUID) -> list[SkillInfo]:
+        """The latest version of every shared skill the user may use, by slug."""
+        async with self._pool.connection() as conn:
+            return await skills_usable(conn, uid)
+
+    async def skill_files(
+        self, versions: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], dict[str, bytes]]:
+        """The files of shared skill versions, in one query (read as an operator: the
+        run's access was checked when its skills were listed)."""
+        found: dict[tuple[str, int], dict[str, bytes]] = {key: {} for key in versions}
+        async with self._pool.connection() as conn:
+            for row in await skill_files_many(conn, versions):
+                found.setdefault((row.slug, row.version), {})[row.path] = row.content
+        return found
 
     async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
         """The knowledge bases the user may read, by id: ``{id, name, slug}``."""
@@ -103,4 +125,4 @@ class DatabaseCatalog:
             }
 
     async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
-        return {}
+        return {skill.slug: skill.depends_skills for skill in await self.skill_infos(uid)}

@@ -3,6 +3,11 @@
 A path is resolved (``..`` and symlinks followed) before it is checked, so nothing
 outside the run's ``context.workdir`` can be listed, read or written.
 
+A run with skills also sees a virtual, read-only ``skills/`` root: ``skills/<slug>/...``
+names the files of the skill ``slug`` (``context._readable_skills``), confined to that
+skill's directory the same way; ``write_file`` refuses it. It hides a ``skills/``
+directory of the workdir for those runs.
+
 The names in the tool signatures (``ToolRuntime``, ``BaseContext``) must stay
 importable at module level, not under ``TYPE_CHECKING``: with postponed annotations
 LangChain and LangGraph resolve them with ``typing.get_type_hints`` against this
@@ -11,6 +16,7 @@ module's globals to find the injected ``runtime`` argument.
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path
 
 from langchain.tools import ToolRuntime
@@ -61,8 +67,49 @@ def _resolve(root: Path, path: str) -> Path:
     return resolved
 
 
-def _display(root: Path, resolved: Path) -> str:
-    return resolved.relative_to(root).as_posix()
+def _display(root: Path, resolved: Path, prefix: str = "") -> str:
+    relative = resolved.relative_to(root).as_posix()
+    if not prefix:
+        return relative
+    return prefix.rstrip("/") if relative == "." else prefix + relative
+
+
+SKILLS_ROOT = "skills"
+
+
+def _skill_path(runtime: ToolRuntime[BaseContext], path: str) -> tuple[str, str] | None:
+    """``(slug, rest)`` when ``path`` is under the virtual ``skills/`` root of a run with
+    skills (``slug`` empty for ``skills`` itself); None otherwise."""
+    roots = getattr(runtime.context, "_readable_skills", None)
+    if not roots or path.startswith("/") or "\x00" in path:
+        return None
+    normal = posixpath.normpath(path)
+    if normal != SKILLS_ROOT and not normal.startswith(SKILLS_ROOT + "/"):
+        return None
+    _root, _sep, rest = normal.partition("/")
+    slug, _sep, inner = rest.partition("/")
+    return slug, inner or "."
+
+
+def _locate(runtime: ToolRuntime[BaseContext], path: str) -> tuple[Path, Path, str] | None:
+    """For a path under ``skills/<slug>/``: the skill's resolved directory, the resolved
+    target inside it and the prefix paths are shown with. None for ``skills`` itself."""
+    found = _skill_path(runtime, path)
+    assert found is not None
+    slug, inner = found
+    if not slug:
+        return None
+    roots: dict[str, str] = runtime.context._readable_skills
+    if slug not in roots:
+        raise ToolException(f"no skill named {slug} (skills: {', '.join(sorted(roots))})")
+    root = Path(roots[slug]).resolve()
+    target = _resolve(root, inner)
+    return root, target, f"{SKILLS_ROOT}/{slug}/"
+
+
+def _list_skills(runtime: ToolRuntime[BaseContext]) -> str:
+    roots: dict[str, str] = runtime.context._readable_skills
+    return "\n".join(f"{SKILLS_ROOT}/{slug}/" for slug in sorted(roots))
 
 
 @tool(parse_docstring=True)
@@ -74,8 +121,15 @@ def list_files(runtime: ToolRuntime[BaseContext], path: str = ".") -> str:
     Args:
         path: Directory relative to the working directory. Default: the working directory.
     """
-    root = _workdir(runtime)
-    target = _resolve(root, path)
+    prefix = ""
+    if _skill_path(runtime, path) is not None:
+        located = _locate(runtime, path)
+        if located is None:
+            return _list_skills(runtime)
+        root, target, prefix = located
+    else:
+        root = _workdir(runtime)
+        target = _resolve(root, path)
     if not target.exists():
         raise ToolException(f"no such directory: {path}")
     if not target.is_dir():
@@ -85,11 +139,11 @@ def list_files(runtime: ToolRuntime[BaseContext], path: str = ".") -> str:
     except OSError as exc:
         raise ToolException(f"cannot list {path}: {exc.strerror}") from None
     if not children:
-        return f"(directory {_display(root, target)} is empty)"
+        return f"(directory {_display(root, target, prefix)} is empty)"
     lines = []
     base = target.relative_to(root)
     for child in children[:MAX_LIST_ENTRIES]:
-        name = (base / child.name).as_posix()
+        name = prefix + (base / child.name).as_posix()
         lines.append(f"{name}/" if child.is_dir() else name)
     if len(children) > MAX_LIST_ENTRIES:
         lines.append(f"... and {len(children) - MAX_LIST_ENTRIES} more entries")
@@ -121,8 +175,13 @@ def read_file(runtime: ToolRuntime[BaseContext], path: str) -> str:
     Args:
         path: File path relative to the working directory.
     """
-    root = _workdir(runtime)
-    target = _resolve(root, path)
+    if _skill_path(runtime, path) is not None:
+        located = _locate(runtime, path)
+        if located is None:
+            raise ToolException(f"{path} is a directory, not a file; use list_files")
+        _root, target, _prefix = located
+    else:
+        target = _resolve(_workdir(runtime), path)
     if not target.exists():
         raise ToolException(f"no such file: {path}")
     if target.is_dir():
@@ -159,6 +218,11 @@ def write_file(runtime: ToolRuntime[BaseContext], path: str, content: str) -> st
         path: File path relative to the working directory.
         content: The complete new content of the file.
     """
+    if _skill_path(runtime, path) is not None:
+        raise ToolException(
+            f"{path} is under skills/, which is read-only: skill files cannot be written or"
+            " changed; write elsewhere in the working directory"
+        )
     root = _workdir(runtime, create=True)
     target = _resolve(root, path)
     if target == root or target.is_dir():
