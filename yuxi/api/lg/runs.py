@@ -269,7 +269,9 @@ async def join_stream(
             after = -1
         if not 0 <= after <= MAX_SEQ:
             raise ValidationException("Last-Event-ID must be an event id of this stream")
-    modes = stream_modes(stream_mode, default=row.stream_modes or ["values"])
+    # the SDK sends an empty stream_mode for none: the modes the run was created with
+    chosen = [m for m in stream_mode or [] if m] or None
+    modes = stream_modes(chosen, default=row.stream_modes or ["values"])
     content = follow.stream_run(state.yuxi, user.uid, thread_id, run_id, modes, after)
     return _stream(request, row, content, resumable=False)
 
