@@ -126,8 +126,11 @@ class Settings:
             raise SettingsError(
                 "YUXI_KB_DOCUMENT_MAX_BYTES and YUXI_KB_UPLOAD_MAX_BYTES must be positive"
             )
-        if not (self.lg_prefix.startswith("/") and self.lg_prefix != "/"
-                and self.lg_prefix.rstrip("/") == self.lg_prefix):
+        if not (
+            self.lg_prefix.startswith("/")
+            and self.lg_prefix != "/"
+            and self.lg_prefix.rstrip("/") == self.lg_prefix
+        ):
             raise SettingsError("YUXI_LG_PREFIX must be a path like /lg (no trailing slash)")
         if self.pool_timeout_seconds <= 0:
             raise SettingsError("YUXI_POOL_TIMEOUT_SECONDS must be positive")

@@ -11,7 +11,7 @@ from langgraph_sdk.client import LangGraphClient
 
 from tests.api.conftest import Api, api, module_db_url, worker
 
-__all__ = ["Api", "api", "module_db_url", "worker", "sdk"]
+__all__ = ["Api", "api", "module_db_url", "sdk", "worker"]
 
 
 class Clients:

@@ -53,7 +53,8 @@ async def test_concurrent_interrupts_of_a_running_run_leave_one_head(world: Worl
     ) == ("cancel_requested")
     queued = await world.fetch(
         "SELECT request_id, queue_policy FROM yuxi.agent_run_requests"
-        " WHERE thread_id = %s AND status = 'queued' ORDER BY yuxi.request_queue_position(agent_run_requests)",
+        " WHERE thread_id = %s AND status = 'queued'"
+        " ORDER BY yuxi.request_queue_position(agent_run_requests)",
         thread,
     )
     # the latest interrupt is the head (a steer), the others were superseded; the
@@ -95,7 +96,8 @@ async def test_concurrent_interrupts_of_pending_runs_keep_one_active_run(world: 
     assert len(active) == 1
     assert (
         await world.value(
-            "SELECT count(*) FROM yuxi.agent_run_requests WHERE thread_id = %s AND status = 'queued'",
+            "SELECT count(*) FROM yuxi.agent_run_requests"
+            " WHERE thread_id = %s AND status = 'queued'",
             thread,
         )
         == 0
@@ -116,7 +118,13 @@ async def test_an_interrupt_racing_the_runs_own_finish_still_runs_next(world: Wo
         assert first.run_id is not None
         claimed = await world.claim(first.run_id)
 
-        async def act(conn: AsyncConnection[Any], i: int) -> Any:
+        async def act(
+            conn: AsyncConnection[Any],
+            i: int,
+            thread: UUID = thread,
+            attempt: int = attempt,
+            claimed: Any = claimed,
+        ) -> Any:
             if i == 0:
                 return await _interrupt(conn, world, thread, attempt)
             return await world.complete(claimed)

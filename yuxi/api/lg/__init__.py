@@ -71,6 +71,6 @@ def lg_router(prefix: str) -> Router:
             delete_cron,
         ],
         dependencies={"user": Provide(lg_caller)},
-        exception_handlers={Refused: refused},  # type: ignore[dict-item]
+        exception_handlers={Refused: refused},
         security=[{"apiKey": []}, {"bearer": []}],
     )

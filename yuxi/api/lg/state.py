@@ -135,7 +135,7 @@ async def history(
     interrupted: bool,
 ) -> list[dict[str, Any]]:
     """The thread's checkpoints, newest first (interrupts on the head only)."""
-    states = []
+    states: list[dict[str, Any]] = []
     before_config = _config(thread_id, before) if before else None
     async for saved in checkpointer.alist(
         _config(thread_id),  # type: ignore[arg-type]
