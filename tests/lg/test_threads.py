@@ -67,3 +67,65 @@ async def test_thread_create_get_if_exists_patch_search_delete(sdk: Clients) -> 
     state = await sdk.alice.threads.get_state(thread_id)
     assert state["values"] == {} and state["next"] == []
     assert await sdk.alice.threads.get_history(thread_id) == []
+
+
+LG_ROUTES = {
+    ("get", "/lg/info"),
+    ("post", "/lg/assistants/search"),
+    ("get", "/lg/assistants/{assistant_id}"),
+    ("get", "/lg/assistants/{assistant_id}/schemas"),
+    ("post", "/lg/threads"),
+    ("post", "/lg/threads/search"),
+    ("get", "/lg/threads/{thread_id}"),
+    ("patch", "/lg/threads/{thread_id}"),
+    ("delete", "/lg/threads/{thread_id}"),
+    ("get", "/lg/threads/{thread_id}/state"),
+    ("get", "/lg/threads/{thread_id}/history"),
+    ("post", "/lg/threads/{thread_id}/history"),
+    ("post", "/lg/threads/{thread_id}/runs"),
+    ("get", "/lg/threads/{thread_id}/runs"),
+    ("post", "/lg/threads/{thread_id}/runs/stream"),
+    ("post", "/lg/threads/{thread_id}/runs/wait"),
+    ("get", "/lg/threads/{thread_id}/runs/{run_id}"),
+    ("get", "/lg/threads/{thread_id}/runs/{run_id}/join"),
+    ("get", "/lg/threads/{thread_id}/runs/{run_id}/stream"),
+    ("post", "/lg/threads/{thread_id}/runs/{run_id}/cancel"),
+    ("post", "/lg/threads/{thread_id}/runs/crons"),
+    ("post", "/lg/runs"),
+    ("post", "/lg/runs/stream"),
+    ("post", "/lg/runs/wait"),
+    ("post", "/lg/runs/crons"),
+    ("post", "/lg/runs/crons/search"),
+    ("delete", "/lg/runs/crons/{cron_id}"),
+}
+
+
+async def test_every_route_is_in_the_openapi_schema(api: Api) -> None:
+    schema = (await api.anon.get("/schema/openapi.json")).json()
+    found = {
+        (method, path)
+        for path, item in schema["paths"].items()
+        if path.startswith("/lg/")
+        for method in item
+        if method in ("get", "post", "patch", "delete", "put")
+    }
+    assert found == LG_ROUTES
+    assert "apiKey" in schema["components"]["securitySchemes"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/lg/threads/search", {"metadata": [1]}),
+        ("/lg/threads/search", {"ids": 3}),
+        ("/lg/threads/search", {"limit": -1}),
+        ("/lg/assistants/search", {"metadata": "x"}),
+        ("/lg/threads", {"thread_id": "not-a-uuid"}),
+        ("/lg/threads", {"if_exists": "sometimes"}),
+        ("/lg/runs/crons", {"assistant_id": "chatbot"}),
+    ],
+)
+async def test_bad_bodies_are_4xx(api: Api, path: str, body: dict[str, object]) -> None:
+    headers = {"x-api-key": api.tokens["alice"]}
+    response = await api.anon.post(path, json=body, headers=headers)
+    assert 400 <= response.status_code < 500, response.text

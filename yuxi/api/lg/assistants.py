@@ -62,6 +62,8 @@ async def search_assistants(
 ) -> list[dict[str, Any]]:
     limit, offset = _page(data)
     graph_id, metadata = data.get("graph_id"), data.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise InvalidInput("metadata must be an object")
     name = data.get("name")
     found = []
     for agent in await access.assistants(conn, user):

@@ -93,10 +93,15 @@ async def search_threads(
     if data.get("values"):
         raise Refused("searching threads by values is not supported; search by metadata")
     metadata = data.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise InvalidInput("metadata must be an object")
     status = data.get("status")
     if status is not None and status not in _THREAD_STATUSES:
         raise InvalidInput(f"status must be one of {', '.join(_THREAD_STATUSES)}")
-    ids = {str(i) for i in data.get("ids") or []}
+    raw_ids = data.get("ids") or []
+    if not isinstance(raw_ids, list):
+        raise InvalidInput("ids must be a list of thread ids")
+    ids = {str(i) for i in raw_ids}
     rows = []
     for row in await lg_thread_list(conn, user.uid):
         shown = thread_metadata(row)
