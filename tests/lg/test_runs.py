@@ -296,3 +296,24 @@ async def test_another_users_thread_is_not_found_on_every_route(sdk: Clients, wo
             pass
     assert tid not in {t["thread_id"] for t in await bob.threads.search()}
     assert (await sdk.alice.threads.get(tid))["thread_id"] == tid
+
+
+async def test_more_joins_than_pooled_connections_hold_none(
+    sdk: Clients, api: Api, worker: None
+) -> None:
+    # a join waits for its run's end without a pooled connection: more joins than the
+    # pool has connections all end
+    count = api.settings.pool_max_size + 5
+    threads = [await sdk.alice.threads.create() for _ in range(count)]
+    runs = [
+        await sdk.alice.runs.create(t["thread_id"], "chatbot", input=said("/sleep 2"))
+        for t in threads
+    ]
+    ended = await asyncio.gather(
+        *(
+            sdk.alice.runs.join(t["thread_id"], r["run_id"])
+            for t, r in zip(threads, runs, strict=True)
+        )
+    )
+    # 8 at a time in the worker: the last joins wait longer than the pool's timeout (5 s)
+    assert [last_text(v) for v in ended] == ["slept 2"] * count

@@ -172,13 +172,14 @@ async def stream_new_run(
 )
 async def wait_new_run(
     state: State,
-    conn: Conn,
     user: NamedDependency[User],
     request: Req,
     thread_id: FromPath[UUID],
     data: JSONBody[dict[str, Any]],
 ) -> Response[dict[str, Any]]:
-    row, _body = await start_run(state, conn, user, thread_id, data)
+    # no connection is held while waiting: a wait may last as long as its run
+    async with state.yuxi.pool.connection() as conn:
+        row, _body = await start_run(state, conn, user, thread_id, data)
     ended = await follow.wait_ended(state.yuxi, user.uid, thread_id, row.request_id)
     return Response(
         await final_values(state, ended), headers={"Content-Location": _location(request, row)}
@@ -232,12 +233,12 @@ async def get_run(
 )
 async def join_run(
     state: State,
-    conn: Conn,
     user: NamedDependency[User],
     thread_id: FromPath[UUID],
     run_id: FromPath[str],
 ) -> dict[str, Any]:
-    await _run(conn, user, thread_id, run_id)
+    async with state.yuxi.pool.connection() as conn:  # none is held while waiting
+        await _run(conn, user, thread_id, run_id)
     ended = await follow.wait_ended(state.yuxi, user.uid, thread_id, run_id)
     return await final_values(state, ended)
 
@@ -284,7 +285,6 @@ async def join_stream(
 )
 async def cancel_run(
     state: State,
-    conn: Conn,
     user: NamedDependency[User],
     thread_id: FromPath[UUID],
     run_id: FromPath[str],
@@ -295,14 +295,15 @@ async def cancel_run(
         raise Refused("cancel with action rollback is not supported: a run's events are durable")
     if action != "interrupt":
         raise InvalidInput("action must be interrupt")
-    row = await _run(conn, user, thread_id, run_id)
-    if row.run_id is not None:
-        await run_request_cancel(conn, row.run_id, uid=user.uid)
-    elif row.request_status == "queued":
-        await request_cancel(conn, run_id, uid=user.uid)
-    if wait:
-        return run_view(await follow.wait_ended(state.yuxi, user.uid, thread_id, run_id))
-    return run_view(await _run(conn, user, thread_id, run_id))
+    async with state.yuxi.pool.connection() as conn:  # none is held while waiting
+        row = await _run(conn, user, thread_id, run_id)
+        if row.run_id is not None:
+            await run_request_cancel(conn, row.run_id, uid=user.uid)
+        elif row.request_status == "queued":
+            await request_cancel(conn, run_id, uid=user.uid)
+        if not wait:
+            return run_view(await _run(conn, user, thread_id, run_id))
+    return run_view(await follow.wait_ended(state.yuxi, user.uid, thread_id, run_id))
 
 
 _STATELESS = "stateless runs (without a thread) are not supported: create a thread, then run on it"
