@@ -52,7 +52,7 @@ async def test_wait_answers_the_final_values(sdk: Clients, worker: None) -> None
     assert [m["content"] for m in values["messages"]] == ["one", "echo: one", "two", "echo: two"]
 
 
-@pytest.mark.parametrize("mode", ["values", "updates", "messages-tuple"])
+@pytest.mark.parametrize("mode", ["values", "updates", "messages-tuple", "messages"])
 async def test_stream_modes_with_on_run_created(sdk: Clients, worker: None, mode: str) -> None:
     thread = await sdk.alice.threads.create()
     created: list[RunCreateMetadata] = []
@@ -75,6 +75,12 @@ async def test_stream_modes_with_on_run_created(sdk: Clients, worker: None, mode
         assert parts[1].data["messages"][-1]["content"] == "hello there"
     elif mode == "updates":
         assert parts[-2].data["model"]["messages"][0]["content"] == "echo: hello there"
+    elif mode == "messages":
+        partial = [p.data for p in parts if p.event == "messages/partial"]
+        assert partial[-1][0]["content"] == "echo: hello there"
+        assert [p.event for p in parts].count("messages/metadata") == 1
+        complete = [p.data for p in parts if p.event == "messages/complete"]
+        assert complete[0][0]["id"] == partial[0][0]["id"]
     else:
         chunks = [p.data for p in parts if p.event == "messages"]
         assert "".join(c[0]["content"] for c in chunks) == "echo: hello there"

@@ -59,23 +59,30 @@ async def _watch(app: AppState, row: LgRun) -> tuple[UUID, ...]:
 
 
 async def wait_for(
-    app: AppState, uid: UUID, thread_id: UUID, request_id: str, *, dispatched: bool
+    app: AppState,
+    uid: UUID,
+    thread_id: UUID,
+    request_id: str,
+    *,
+    dispatched: bool,
+    first: LgRun | None = None,
 ) -> AsyncIterator[LgRun | None]:
     """Yields None while waiting (one per heartbeat), then the run once it is
-    dispatched (``dispatched``) or has ended."""
+    dispatched (``dispatched``) or has ended. ``first``: the run as just read."""
     heartbeat = app.settings.sse_heartbeat_seconds
     waited = 0.0
-    row = await read_run(app, uid, thread_id, request_id)
-    while True:
-        done = run_ended(row) or (dispatched and row.run_id is not None)
-        if done or app.hub.closing:
-            yield row
-            return
+
+    def done(row: LgRun) -> bool:
+        return run_ended(row) or (dispatched and row.run_id is not None)
+
+    row = first if first is not None else await read_run(app, uid, thread_id, request_id)
+    while not done(row) and not app.hub.closing:
         keys = await _watch(app, row)
         with app.hub.subscribe(*keys) as news:
+            # read again once subscribed: what ended in between is seen now
             row = await read_run(app, uid, thread_id, request_id)
-            if run_ended(row) or (dispatched and row.run_id is not None):
-                continue
+            if done(row):
+                break
             try:
                 await asyncio.wait_for(news.wait(), RECHECK_SECONDS)
             except TimeoutError:
@@ -83,12 +90,14 @@ async def wait_for(
                 if waited >= heartbeat:
                     waited = 0.0
                     yield None
-            row = await read_run(app, uid, thread_id, request_id)
+    yield row
 
 
-async def wait_ended(app: AppState, uid: UUID, thread_id: UUID, request_id: str) -> LgRun:
-    last = None
-    async for row in wait_for(app, uid, thread_id, request_id, dispatched=False):
+async def wait_ended(
+    app: AppState, uid: UUID, thread_id: UUID, request_id: str, first: LgRun | None = None
+) -> LgRun:
+    last = first
+    async for row in wait_for(app, uid, thread_id, request_id, dispatched=False, first=first):
         last = row if row is not None else last
     assert last is not None
     return last
@@ -132,11 +141,17 @@ async def base_messages(app: AppState, uid: UUID, row: LgRun) -> list[dict[str, 
 
 
 async def stream_run(
-    app: AppState, uid: UUID, thread_id: UUID, request_id: str, modes: list[str], after: int
+    app: AppState,
+    uid: UUID,
+    thread_id: UUID,
+    request_id: str,
+    modes: list[str],
+    after: int,
+    first: LgRun | None = None,
 ) -> AsyncIterator[bytes]:
     """The run's stream parts after seq ``after`` (0: from the start), until its end."""
     row = None
-    async for seen in wait_for(app, uid, thread_id, request_id, dispatched=True):
+    async for seen in wait_for(app, uid, thread_id, request_id, dispatched=True, first=first):
         if seen is None:
             yield sse_message(comment="heartbeat")
         row = seen
@@ -159,6 +174,9 @@ async def stream_run(
         with app.hub.subscribe(run_id) as news:
             async with app.pool.connection() as conn:
                 rows = await run_stream_read(conn, run_id, last, PAGE)
+            if not rows:  # the run is gone (its thread was deleted and purged)
+                yield sse_message("null", event="end")
+                return
             sent = 0
             for event in rows:
                 if event.seq is None or event.event is None:
@@ -175,7 +193,7 @@ async def stream_run(
                     return
             if sent == PAGE:
                 continue
-            if rows and rows[0].run_status in ("completed", "failed", "cancelled", "interrupted"):
+            if rows[0].run_status in ("completed", "failed", "cancelled", "interrupted"):
                 # ended without an end event in the log (ended by hand): end the stream
                 if last >= rows[0].last_event_seq:
                     yield sse_message("null", event="end", id=last)

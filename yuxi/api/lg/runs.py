@@ -76,7 +76,7 @@ async def start_run(
             queue = await thread_queue(conn, thread_id)
             if queue is None or queue.last_run_id is None or queue.status != "interrupted":
                 raise RunNotInterrupted(f"thread {thread_id} has no interrupted run to resume")
-            await run_resume(
+            info = await run_resume(
                 conn, queue.last_run_id, resume=body.resume, uid=user.uid, request_id=request_id
             )
             await lg_run_record(
@@ -88,7 +88,7 @@ async def start_run(
             )
         else:
             assert body.query is not None
-            await lg_run_submit(
+            info = await lg_run_submit(
                 conn,
                 user.uid,
                 thread_id,
@@ -100,8 +100,24 @@ async def start_run(
                 metadata=body.metadata,
                 stream_modes=body.stream_modes,
             )
-    rows = await lg_thread_runs(conn, user.uid, thread_id, request_id)
-    return rows[0], body
+    strategy = "enqueue" if body.has_resume else body.strategy
+    # the run as it stands at its creation: a request just queued, or a run just pending
+    row = LgRun(
+        request_id=request_id,
+        thread_id=thread_id,
+        agent_slug=agent.slug,
+        request_status=info.status,
+        run_id=info.run_id,
+        run_status=None if info.run_id is None else "pending",
+        error_type=None,
+        error_message=None,
+        created_at=info.created_at,
+        updated_at=info.created_at,
+        metadata=body.metadata,
+        multitask_strategy=strategy,
+        stream_modes=body.stream_modes,
+    )
+    return row, body
 
 
 async def final_values(state: State, row: LgRun) -> dict[str, Any]:
@@ -159,7 +175,7 @@ async def stream_new_run(
 ) -> Stream:
     row, body = await start_run(state, conn, user, thread_id, data)
     content = follow.stream_run(
-        state.yuxi, user.uid, thread_id, row.request_id, body.stream_modes, 0
+        state.yuxi, user.uid, thread_id, row.request_id, body.stream_modes, 0, row
     )
     return _stream(request, row, content, resumable=bool(data.get("stream_resumable")))
 
@@ -180,7 +196,7 @@ async def wait_new_run(
     # no connection is held while waiting: a wait may last as long as its run
     async with state.yuxi.pool.connection() as conn:
         row, _body = await start_run(state, conn, user, thread_id, data)
-    ended = await follow.wait_ended(state.yuxi, user.uid, thread_id, row.request_id)
+    ended = await follow.wait_ended(state.yuxi, user.uid, thread_id, row.request_id, row)
     return Response(
         await final_values(state, ended), headers={"Content-Location": _location(request, row)}
     )
@@ -197,8 +213,7 @@ async def list_runs(
 ) -> list[dict[str, Any]]:
     if status is not None and status not in LG_RUN_STATUSES:
         raise InvalidInput(f"status must be one of {', '.join(LG_RUN_STATUSES)}")
-    await access.thread(conn, user, thread_id)  # 404 for others
-    rows = await _runs(conn, user, thread_id)
+    rows = await _runs(conn, user, thread_id)  # 404 for others' threads
     if status is not None:
         rows = [r for r in rows if run_status(r) == status]
     return [run_view(r) for r in rows[offset : offset + limit]]
@@ -212,8 +227,8 @@ async def _runs(conn: AsyncConnection[Any], user: User, thread_id: UUID) -> list
 
 
 async def _run(conn: AsyncConnection[Any], user: User, thread_id: UUID, run_id: str) -> LgRun:
-    row = await access.thread(conn, user, thread_id)
-    rows = [] if row.agent_slug is None else await lg_thread_runs(conn, user.uid, thread_id, run_id)
+    """The caller's run (its thread's owner is checked by the query): 404 otherwise."""
+    rows = await lg_thread_runs(conn, user.uid, thread_id, run_id)
     if not rows:
         raise NotFound(f"run {run_id} not found")
     return rows[0]
@@ -238,8 +253,8 @@ async def join_run(
     run_id: FromPath[str],
 ) -> dict[str, Any]:
     async with state.yuxi.pool.connection() as conn:  # none is held while waiting
-        await _run(conn, user, thread_id, run_id)
-    ended = await follow.wait_ended(state.yuxi, user.uid, thread_id, run_id)
+        row = await _run(conn, user, thread_id, run_id)
+    ended = await follow.wait_ended(state.yuxi, user.uid, thread_id, run_id, row)
     return await final_values(state, ended)
 
 
@@ -273,7 +288,7 @@ async def join_stream(
     # the SDK sends an empty stream_mode for none: the modes the run was created with
     chosen = [m for m in stream_mode or [] if m] or None
     modes = stream_modes(chosen, default=row.stream_modes or ["values"])
-    content = follow.stream_run(state.yuxi, user.uid, thread_id, run_id, modes, after)
+    content = follow.stream_run(state.yuxi, user.uid, thread_id, run_id, modes, after, row)
     return _stream(request, row, content, resumable=False)
 
 
