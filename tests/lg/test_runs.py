@@ -323,3 +323,34 @@ async def test_more_joins_than_pooled_connections_hold_none(
     )
     # 8 at a time in the worker: the last joins wait longer than the pool's timeout (5 s)
     assert [last_text(v) for v in ended] == ["slept 2"] * count
+
+
+async def test_a_failed_run_streams_an_error_and_wait_raises(sdk: Clients, worker: None) -> None:
+    thread = await sdk.alice.threads.create()
+    tid = thread["thread_id"]
+    parts = [p async for p in sdk.alice.runs.stream(tid, "chatbot", input=said("/fail boom"))]
+    errors = [p.data for p in parts if p.event == "error"]
+    assert errors and errors[0]["message"] and "boom" in errors[0]["message"]
+    assert (await sdk.alice.runs.list(tid))[0]["status"] == "error"
+    assert (await sdk.alice.threads.get(tid))["status"] == "error"
+    with pytest.raises(Exception, match="boom"):
+        await sdk.alice.runs.wait(tid, "chatbot", input=said("/fail boom"))
+
+
+async def test_cancel_a_running_and_a_queued_run(sdk: Clients, worker: None) -> None:
+    thread = await sdk.alice.threads.create()
+    tid = thread["thread_id"]
+    running = await sdk.alice.runs.create(tid, "chatbot", input=said("/sleep 30"))
+    queued = await sdk.alice.runs.create(tid, "chatbot", input=said("later"))
+    assert (await sdk.alice.runs.get(tid, queued["run_id"]))["status"] == "pending"
+    await sdk.alice.runs.cancel(tid, queued["run_id"])
+    assert (await sdk.alice.runs.get(tid, queued["run_id"]))["status"] == "interrupted"
+    for _ in range(200):
+        if (await sdk.alice.runs.get(tid, running["run_id"]))["status"] == "running":
+            break
+        await asyncio.sleep(0.05)
+    cancelled = await sdk.alice.runs.cancel(tid, running["run_id"], wait=True)
+    assert cancelled["status"] == "interrupted"
+    # the backlog is empty, so nothing is paused: the next run runs
+    values = await sdk.alice.runs.wait(tid, "chatbot", input=said("after"))
+    assert last_text(values) == "echo: after"
