@@ -195,7 +195,8 @@ async def stream_run(
                 continue
             if rows[0].run_status in ("completed", "failed", "cancelled", "interrupted"):
                 # ended without an end event in the log (ended by hand): end the stream
-                if last >= rows[0].last_event_seq:
+                # once nothing is left to read
+                if sent == 0 or last >= rows[0].last_event_seq:
                     yield sse_message("null", event="end", id=last)
                     return
                 continue
