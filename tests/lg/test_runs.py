@@ -354,3 +354,26 @@ async def test_cancel_a_running_and_a_queued_run(sdk: Clients, worker: None) -> 
     # the backlog is empty, so nothing is paused: the next run runs
     values = await sdk.alice.runs.wait(tid, "chatbot", input=said("after"))
     assert last_text(values) == "echo: after"
+
+
+async def test_state_history_and_filters_of_an_interrupted_thread(
+    sdk: Clients, worker: None
+) -> None:
+    thread = await sdk.alice.threads.create(metadata={"case": "filters"})
+    tid = thread["thread_id"]
+    await sdk.alice.runs.wait(tid, "chatbot", input=said("hi"))
+    await sdk.alice.runs.wait(tid, "chatbot", input=said("/ask why?"))
+    state = await sdk.alice.threads.get_state(tid)
+    assert state["next"] == ["tools"]
+    assert state["tasks"][0]["interrupts"][0]["value"]["question"] == "why?"
+    assert state["interrupts"] == state["tasks"][0]["interrupts"]
+    history = await sdk.alice.threads.get_history(tid, limit=100)
+    assert history[0]["checkpoint"] == state["checkpoint"]
+    assert all(h["interrupts"] == [] for h in history[1:])
+    older = await sdk.alice.threads.get_history(tid, limit=2, before=history[0]["checkpoint"])
+    assert [h["checkpoint"] for h in older] == [h["checkpoint"] for h in history[1:3]]
+    found = await sdk.alice.threads.search(metadata={"case": "filters"}, status="interrupted")
+    assert [t["thread_id"] for t in found] == [tid]
+    assert await sdk.alice.threads.search(metadata={"case": "filters"}, status="busy") == []
+    assert len(await sdk.alice.runs.list(tid, status="success")) == 2
+    assert await sdk.alice.runs.list(tid, status="error") == []
