@@ -63,6 +63,8 @@ class Settings:
     # API: knowledge-base uploads, the largest document and the largest request
     kb_document_max_bytes: int = 100 * 1024 * 1024
     kb_upload_max_bytes: int = 512 * 1024 * 1024
+    # API: where the LangGraph Platform-compatible routes are mounted (docs/langgraph.md)
+    lg_prefix: str = "/lg"
 
     @property
     def pgdata(self) -> Path:
@@ -94,6 +96,7 @@ class Settings:
             ),
             kb_document_max_bytes=_env_int("YUXI_KB_DOCUMENT_MAX_BYTES", 100 * 1024 * 1024),
             kb_upload_max_bytes=_env_int("YUXI_KB_UPLOAD_MAX_BYTES", 512 * 1024 * 1024),
+            lg_prefix=os.environ.get("YUXI_LG_PREFIX") or "/lg",
         ).validated()
 
     def validated(self) -> Settings:
@@ -123,6 +126,12 @@ class Settings:
             raise SettingsError(
                 "YUXI_KB_DOCUMENT_MAX_BYTES and YUXI_KB_UPLOAD_MAX_BYTES must be positive"
             )
+        if not (
+            self.lg_prefix.startswith("/")
+            and self.lg_prefix != "/"
+            and self.lg_prefix.rstrip("/") == self.lg_prefix
+        ):
+            raise SettingsError("YUXI_LG_PREFIX must be a path like /lg (no trailing slash)")
         if self.pool_timeout_seconds <= 0:
             raise SettingsError("YUXI_POOL_TIMEOUT_SECONDS must be positive")
         if self.pool_min_size < 0 or self.pool_max_size < max(self.pool_min_size, 1):

@@ -16,6 +16,7 @@ from yuxi.api.access_log import AccessLog
 from yuxi.api.dependencies import caller, connection
 from yuxi.api.errors import EXCEPTION_HANDLERS
 from yuxi.api.event_hub import EventHub
+from yuxi.api.lg import lg_router
 from yuxi.api.limits import refuse_deep_json
 from yuxi.api.metrics import HttpMetrics
 from yuxi.api.routes.agents import AgentsController
@@ -104,6 +105,8 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             console_files(),
             console_login,
             me,
+            # the LangGraph Platform-compatible subset (docs/langgraph.md)
+            lg_router(settings.lg_prefix),
         ],
         dependencies={"conn": Provide(connection), "user": Provide(caller)},
         before_request=refuse_deep_json,
@@ -115,7 +118,13 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             version="0.1.0",
             path="/schema",
             components=Components(
-                security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
+                security_schemes={
+                    "bearer": SecurityScheme(type="http", scheme="bearer"),
+                    # the /lg routes also take the token as x-api-key (the LangGraph SDK's)
+                    "apiKey": SecurityScheme(
+                        type="apiKey", name="x-api-key", security_scheme_in="header"
+                    ),
+                }
             ),
             security=[{"bearer": []}],
         ),

@@ -122,6 +122,20 @@ class InsufficientCredits(QueueError):
     sqlstate = "YB001"
 
 
+class ThreadExists(QueueError):
+    """A LangGraph-API thread created with an id that is taken (``if_exists`` raise)."""
+
+    code = "thread_exists"
+    sqlstate = "YG001"
+
+
+class AssistantMismatch(QueueError):
+    """A LangGraph-API run for a thread bound to another agent."""
+
+    code = "assistant_mismatch"
+    sqlstate = "YG002"
+
+
 class IllegalTransition(QueueError):
     code = "illegal_transition"
     sqlstate = "YT001"
@@ -150,6 +164,8 @@ BY_SQLSTATE: dict[str, type[QueueError]] = {
         ReadOnly,
         KnowledgeBaseExists,
         InsufficientCredits,
+        ThreadExists,
+        AssistantMismatch,
         IllegalTransition,
     )
 }

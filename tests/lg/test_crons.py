@@ -1,0 +1,57 @@
+"""Crons are yuxi's scheduled jobs: created, searched and deleted through the SDK, fired
+by yuxi's scheduler (its tick), each time on a new thread."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+
+from tests.lg.conftest import Api, Clients
+from yuxi.scheduling.ticker import tick
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def test_a_cron_fires_through_the_scheduler(sdk: Clients, api: Api, worker: None) -> None:
+    cron = await sdk.alice.crons.create(
+        "chatbot",
+        schedule="*/5 * * * *",
+        input={"messages": [{"role": "user", "content": "scheduled hello"}]},
+    )
+    assert cron["assistant_id"] == "chatbot" and cron["schedule"] == "*/5 * * * *"
+    found = await sdk.alice.crons.search(assistant_id="chatbot")
+    assert [c["cron_id"] for c in found] == [cron["cron_id"]]
+    assert await sdk.bob.crons.search() == []
+
+    due = datetime.fromisoformat(str(cron["next_run_date"])) + timedelta(seconds=1)
+    async with api.pool.connection() as conn:
+        fired = await tick(conn, now=due)
+    assert fired.fired == 1
+    threads = await sdk.alice.threads.search(metadata={"graph_id": "chatbot"}, limit=100)
+    runs = []
+    for thread in threads:
+        runs += [(thread["thread_id"], r) for r in await sdk.alice.runs.list(thread["thread_id"])]
+    scheduled = [(t, r) for t, r in runs if r["run_id"].startswith("sched-")]
+    assert len(scheduled) == 1
+    thread_id, run = scheduled[0]
+    values = await sdk.alice.runs.join(thread_id, run["run_id"])
+    assert values["messages"][-1]["content"] == "echo: scheduled hello"
+
+    with pytest.raises(NotFoundError):
+        await sdk.bob.crons.delete(cron["cron_id"])
+    await sdk.alice.crons.delete(cron["cron_id"])
+    assert await sdk.alice.crons.search() == []
+
+
+async def test_thread_crons_and_bad_crons_are_refused(sdk: Clients) -> None:
+    thread = await sdk.alice.threads.create()
+    with pytest.raises(UnprocessableEntityError):
+        await sdk.alice.crons.create_for_thread(
+            thread["thread_id"], "chatbot", schedule="0 * * * *", input={"messages": ["x"]}
+        )
+    with pytest.raises(UnprocessableEntityError):
+        await sdk.alice.crons.create(
+            "chatbot", schedule="0 * * * *", input={"messages": ["x"]}, interrupt_before=["a"]
+        )

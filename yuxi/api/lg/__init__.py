@@ -1,0 +1,76 @@
+"""The LangGraph Platform-compatible API (docs/langgraph.md): the routes the official
+``langgraph_sdk`` client calls, mapped onto yuxi's queue, event log and checkpoints."""
+
+from __future__ import annotations
+
+from litestar import Router
+from litestar.di import Provide
+
+from yuxi.api.lg.assistants import get_assistant, get_schemas, search_assistants
+from yuxi.api.lg.auth import lg_caller
+from yuxi.api.lg.crons import create_cron, create_thread_cron, delete_cron, search_crons
+from yuxi.api.lg.errors import Refused, refused
+from yuxi.api.lg.info import info
+from yuxi.api.lg.runs import (
+    cancel_run,
+    create_run,
+    get_run,
+    join_run,
+    join_stream,
+    list_runs,
+    stateless_run,
+    stateless_stream,
+    stateless_wait,
+    stream_new_run,
+    wait_new_run,
+)
+from yuxi.api.lg.threads import (
+    create_thread,
+    delete_thread,
+    get_thread,
+    patch_thread,
+    search_threads,
+    thread_history_get,
+    thread_history_post,
+    thread_state,
+)
+
+
+def lg_router(prefix: str) -> Router:
+    """Every /lg route under ``prefix``; its ``user`` is the caller of ``x-api-key`` or
+    a Bearer token."""
+    return Router(
+        path=prefix,
+        route_handlers=[
+            info,
+            search_assistants,
+            get_assistant,
+            get_schemas,
+            create_thread,
+            search_threads,
+            get_thread,
+            patch_thread,
+            delete_thread,
+            thread_state,
+            thread_history_get,
+            thread_history_post,
+            create_run,
+            stream_new_run,
+            wait_new_run,
+            list_runs,
+            get_run,
+            join_run,
+            join_stream,
+            cancel_run,
+            stateless_run,
+            stateless_stream,
+            stateless_wait,
+            create_cron,
+            create_thread_cron,
+            search_crons,
+            delete_cron,
+        ],
+        dependencies={"user": Provide(lg_caller)},
+        exception_handlers={Refused: refused},
+        security=[{"apiKey": []}, {"bearer": []}],
+    )

@@ -1,0 +1,206 @@
+"""Waiting for a LangGraph run (a request) to be dispatched or to end, and streaming
+its events, on the process's LISTEN fan-out (``EventHub``) with a re-read at least
+every second, like the native request stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from yuxi.api.event_hub import server_closing
+from yuxi.api.lg.events import Translator, ai_message, human_message, tool_message
+from yuxi.api.lg.views import run_ended
+from yuxi.api.sse import sse_message
+from yuxi.api.state import AppState
+from yuxi.queue.calls import call_many
+from yuxi.queue.errors import NotFound
+from yuxi.queue.events import run_stream_read
+from yuxi.queue.lg import LgRun, lg_thread_runs
+from yuxi.queue.threads import thread_queue
+
+PAGE = 1000
+RECHECK_SECONDS = 1.0
+
+
+class _Stored(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.thread_messages``."""
+
+    id: int
+    role: str
+    content: str
+    run_id: UUID | None
+    request_id: str | None
+    delivery_status: str | None
+    metadata: dict[str, Any]
+
+
+async def read_run(app: AppState, uid: UUID, thread_id: UUID, request_id: str) -> LgRun:
+    async with app.pool.connection() as conn:
+        rows = await lg_thread_runs(conn, uid, thread_id, request_id)
+    if not rows:
+        raise NotFound(f"run {request_id} not found")
+    return rows[0]
+
+
+async def _watch(app: AppState, row: LgRun) -> tuple[UUID, ...]:
+    """What notifies a change to ``row``: its thread, and its run or (queued) the
+    thread's latest run, whose end dispatches the next request."""
+    if row.run_id is not None:
+        return (row.thread_id, row.run_id)
+    async with app.pool.connection() as conn:
+        queue = await thread_queue(conn, row.thread_id)
+    last = queue.last_run_id if queue is not None else None
+    return (row.thread_id,) if last is None else (row.thread_id, last)
+
+
+async def wait_for(
+    app: AppState,
+    uid: UUID,
+    thread_id: UUID,
+    request_id: str,
+    *,
+    dispatched: bool,
+    first: LgRun | None = None,
+) -> AsyncIterator[LgRun | None]:
+    """Yields None while waiting (one per heartbeat), then the run once it is
+    dispatched (``dispatched``) or has ended. ``first``: the run as just read."""
+    heartbeat = app.settings.sse_heartbeat_seconds
+    waited = 0.0
+
+    def done(row: LgRun) -> bool:
+        return run_ended(row) or (dispatched and row.run_id is not None)
+
+    row = first if first is not None else await read_run(app, uid, thread_id, request_id)
+    while not done(row) and not app.hub.closing:
+        keys = await _watch(app, row)
+        with app.hub.subscribe(*keys) as news:
+            # read again once subscribed: what ended in between is seen now
+            row = await read_run(app, uid, thread_id, request_id)
+            if done(row):
+                break
+            try:
+                await asyncio.wait_for(news.wait(), RECHECK_SECONDS)
+            except TimeoutError:
+                waited += RECHECK_SECONDS
+                if waited >= heartbeat:
+                    waited = 0.0
+                    yield None
+    yield row
+
+
+async def wait_ended(
+    app: AppState, uid: UUID, thread_id: UUID, request_id: str, first: LgRun | None = None
+) -> LgRun:
+    last = first
+    async for row in wait_for(app, uid, thread_id, request_id, dispatched=False, first=first):
+        last = row if row is not None else last
+    assert last is not None
+    return last
+
+
+async def base_messages(app: AppState, uid: UUID, row: LgRun) -> list[dict[str, Any]]:
+    """The thread's messages before this run's output, as langchain dicts (what the
+    ``values`` of this run's stream start from): up to the run's own input message, or
+    for a resume run everything stored but its own output."""
+    async with app.pool.connection() as conn:
+        stored = await call_many(
+            conn,
+            _Stored,
+            "yuxi.thread_messages(p_uid => %(uid)s, p_thread_id => %(thread_id)s)",
+            {"uid": uid, "thread_id": row.thread_id},
+        )
+    messages: list[dict[str, Any]] = []
+    for m in stored:
+        own = m.request_id == row.request_id
+        if m.role == "user":
+            if m.delivery_status in ("queued", "cancelled", "rejected") and not own:
+                continue
+            messages.append(human_message(f"yuxi-input-{m.run_id}", m.content))
+            if own:
+                break
+        elif m.run_id is not None and m.run_id == row.run_id:
+            continue  # this run's output: the stream adds it
+        elif m.role == "assistant":
+            messages.append(ai_message(f"msg-{m.id}", m.content, m.metadata.get("tool_calls", [])))
+        else:
+            messages.append(
+                tool_message(
+                    f"msg-{m.id}",
+                    m.content,
+                    str(m.metadata.get("tool_call_id")),
+                    str(m.metadata.get("name")),
+                    str(m.metadata.get("status") or "success"),
+                )
+            )
+    return messages
+
+
+async def stream_run(
+    app: AppState,
+    uid: UUID,
+    thread_id: UUID,
+    request_id: str,
+    modes: list[str],
+    after: int,
+    first: LgRun | None = None,
+) -> AsyncIterator[bytes]:
+    """The run's stream parts after seq ``after`` (0: from the start), until its end."""
+    row = None
+    async for seen in wait_for(app, uid, thread_id, request_id, dispatched=True, first=first):
+        if seen is None:
+            yield sse_message(comment="heartbeat")
+        row = seen
+    if app.hub.closing:
+        yield server_closing()
+        return
+    assert row is not None
+    if row.run_id is None:  # left the queue without running (cancelled, superseded)
+        yield sse_message("null", event="end")
+        return
+    base = await base_messages(app, uid, row) if "values" in modes else []
+    translator = Translator(modes, request_id, str(thread_id), base)
+    run_id = row.run_id
+    heartbeat = app.settings.sse_heartbeat_seconds
+    last = 0
+    while True:
+        if app.hub.closing:
+            yield server_closing()
+            return
+        with app.hub.subscribe(run_id) as news:
+            async with app.pool.connection() as conn:
+                rows = await run_stream_read(conn, run_id, last, PAGE)
+            if not rows:  # the run is gone (its thread was deleted and purged)
+                yield sse_message("null", event="end")
+                return
+            sent = 0
+            for event in rows:
+                if event.seq is None or event.event is None:
+                    break
+                last = event.seq
+                sent += 1
+                messages = translator.feed(
+                    event.seq, event.event, json.loads(event.payload or "{}")
+                )
+                if event.seq > after:
+                    for message in messages:
+                        yield message
+                if event.event == "end":
+                    return
+            if sent == PAGE:
+                continue
+            if rows[0].run_status in ("completed", "failed", "cancelled", "interrupted"):
+                # ended without an end event in the log (ended by hand): end the stream
+                # once nothing is left to read
+                if sent == 0 or last >= rows[0].last_event_seq:
+                    yield sse_message("null", event="end", id=last)
+                    return
+                continue
+            try:
+                await asyncio.wait_for(news.wait(), heartbeat)
+            except TimeoutError:
+                yield sse_message(comment="heartbeat")

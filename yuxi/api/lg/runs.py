@@ -1,0 +1,339 @@
+"""Runs on a thread: create (background, streamed, waited for), list, get, join, join
+the stream, cancel. A run is a request: its run id is the request id, generated here,
+so a queued run already has it; its status follows the dispatched run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID, uuid4
+
+from litestar import Request, Response, get, post
+from litestar.datastructures import State
+from litestar.di import NamedDependency
+from litestar.exceptions import ValidationException
+from litestar.params import FromPath, JSONBody, Parameter, QueryParameter
+from litestar.response import Stream
+from psycopg import AsyncConnection
+
+from yuxi.api.lg import access, follow
+from yuxi.api.lg import state as lg_state
+from yuxi.api.lg.body import RunBody, parse_run, per_run_fields, stream_modes
+from yuxi.api.lg.errors import Refused
+from yuxi.api.lg.views import LG_RUN_STATUSES, run_status, run_view
+from yuxi.api.sse import HEADERS
+from yuxi.queue.errors import InvalidInput, NotFound, RunNotInterrupted
+from yuxi.queue.lg import (
+    LgRun,
+    lg_run_record,
+    lg_run_submit,
+    lg_thread_bind,
+    lg_thread_create,
+    lg_thread_runs,
+)
+from yuxi.queue.requests import request_cancel
+from yuxi.queue.runs import run_request_cancel, run_resume
+from yuxi.queue.threads import thread_queue
+from yuxi.queue.users import User
+
+Conn = NamedDependency[AsyncConnection[Any]]
+Req = Request[object, object, State]
+MAX_SEQ = 2**63 - 1
+
+
+def _location(request: Req, row: LgRun) -> str:
+    prefix = request.app.state.yuxi.settings.lg_prefix
+    return f"{prefix}/threads/{row.thread_id}/runs/{row.request_id}"
+
+
+async def start_run(
+    state: State, conn: AsyncConnection[Any], user: User, thread_id: UUID, data: dict[str, Any]
+) -> tuple[LgRun, RunBody]:
+    """Binds the thread to the assistant and submits (or resumes) in one transaction."""
+    body = parse_run(data)
+    agent = await access.assistant(conn, user, body.assistant_id)
+    keys = [item["key"] for item in access.configurable_items(agent)]
+    fields = per_run_fields(body.extra, keys)
+    if body.checkpoint_id is not None:
+        head = await lg_state.head_id(state.yuxi.checkpointer, str(thread_id))
+        if body.checkpoint_id != head:
+            raise Refused(
+                "running from an earlier checkpoint is not supported (no forking); send the"
+                " thread's latest checkpoint or none"
+            )
+    request_id = str(uuid4())
+    async with conn.transaction():
+        if body.if_not_exists == "create":
+            await lg_thread_create(
+                conn,
+                user.uid,
+                thread_id=thread_id,
+                metadata={},
+                agent_slug=None,
+                if_exists="do_nothing",
+            )
+        await lg_thread_bind(conn, user.uid, thread_id, agent.slug)
+        if body.has_resume:
+            queue = await thread_queue(conn, thread_id)
+            if queue is None or queue.last_run_id is None or queue.status != "interrupted":
+                raise RunNotInterrupted(f"thread {thread_id} has no interrupted run to resume")
+            info = await run_resume(
+                conn, queue.last_run_id, resume=body.resume, uid=user.uid, request_id=request_id
+            )
+            await lg_run_record(
+                conn,
+                request_id,
+                metadata=body.metadata,
+                strategy="enqueue",
+                stream_modes=body.stream_modes,
+            )
+        else:
+            assert body.query is not None
+            info = await lg_run_submit(
+                conn,
+                user.uid,
+                thread_id,
+                query=body.query,
+                request_id=request_id,
+                strategy=body.strategy,
+                model_spec=fields.get("model_spec"),
+                tool_approval_mode=fields.get("tool_approval_mode"),
+                metadata=body.metadata,
+                stream_modes=body.stream_modes,
+            )
+    strategy = "enqueue" if body.has_resume else body.strategy
+    # the run as it stands at its creation: a request just queued, or a run just pending
+    row = LgRun(
+        request_id=request_id,
+        thread_id=thread_id,
+        agent_slug=agent.slug,
+        request_status=info.status,
+        run_id=info.run_id,
+        run_status=None if info.run_id is None else "pending",
+        error_type=None,
+        error_message=None,
+        created_at=info.created_at,
+        updated_at=info.created_at,
+        metadata=body.metadata,
+        multitask_strategy=strategy,
+        stream_modes=body.stream_modes,
+    )
+    return row, body
+
+
+async def final_values(state: State, row: LgRun) -> dict[str, Any]:
+    """What join and wait answer: the thread's values after the run, with its
+    interrupt; a failed run's error as ``__error__``."""
+    saved = await lg_state.head(state.yuxi.checkpointer, str(row.thread_id))
+    values = lg_state.values_of(saved)
+    if row.run_status == "interrupted":
+        interrupts = lg_state.interrupts_of(saved)
+        if interrupts:
+            values["__interrupt__"] = interrupts
+    if row.run_status == "failed":
+        values["__error__"] = {"error": row.error_type or "Error", "message": row.error_message}
+    return values
+
+
+def _stream(request: Req, row: LgRun, content: Any, *, resumable: bool) -> Stream:
+    headers = dict(HEADERS) | {"Content-Location": _location(request, row)}
+    if resumable:
+        headers["Location"] = _location(request, row) + "/stream"
+    return Stream(content=content, media_type="text/event-stream", headers=headers)
+
+
+@post(
+    "/threads/{thread_id:uuid}/runs",
+    status_code=200,
+    summary="Create a background run",
+    tags=["langgraph"],
+)
+async def create_run(
+    state: State,
+    conn: Conn,
+    user: NamedDependency[User],
+    request: Req,
+    thread_id: FromPath[UUID],
+    data: JSONBody[dict[str, Any]],
+) -> Response[dict[str, Any]]:
+    row, _body = await start_run(state, conn, user, thread_id, data)
+    return Response(run_view(row), headers={"Content-Location": _location(request, row)})
+
+
+@post(
+    "/threads/{thread_id:uuid}/runs/stream",
+    status_code=200,
+    summary="Create a run and stream it",
+    tags=["langgraph"],
+)
+async def stream_new_run(
+    state: State,
+    conn: Conn,
+    user: NamedDependency[User],
+    request: Req,
+    thread_id: FromPath[UUID],
+    data: JSONBody[dict[str, Any]],
+) -> Stream:
+    row, body = await start_run(state, conn, user, thread_id, data)
+    content = follow.stream_run(
+        state.yuxi, user.uid, thread_id, row.request_id, body.stream_modes, 0, row
+    )
+    return _stream(request, row, content, resumable=bool(data.get("stream_resumable")))
+
+
+@post(
+    "/threads/{thread_id:uuid}/runs/wait",
+    status_code=200,
+    summary="Create a run and wait for its end; answers the thread's values",
+    tags=["langgraph"],
+)
+async def wait_new_run(
+    state: State,
+    user: NamedDependency[User],
+    request: Req,
+    thread_id: FromPath[UUID],
+    data: JSONBody[dict[str, Any]],
+) -> Response[dict[str, Any]]:
+    # no connection is held while waiting: a wait may last as long as its run
+    async with state.yuxi.pool.connection() as conn:
+        row, _body = await start_run(state, conn, user, thread_id, data)
+    ended = await follow.wait_ended(state.yuxi, user.uid, thread_id, row.request_id, row)
+    return Response(
+        await final_values(state, ended), headers={"Content-Location": _location(request, row)}
+    )
+
+
+@get("/threads/{thread_id:uuid}/runs", summary="A thread's runs, newest first", tags=["langgraph"])
+async def list_runs(
+    conn: Conn,
+    user: NamedDependency[User],
+    thread_id: FromPath[UUID],
+    limit: Annotated[int, Parameter(ge=0, le=1000)] = 10,
+    offset: Annotated[int, Parameter(ge=0)] = 0,
+    status: Annotated[str | None, QueryParameter(description="a run status")] = None,
+) -> list[dict[str, Any]]:
+    if status is not None and status not in LG_RUN_STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(LG_RUN_STATUSES)}")
+    rows = await _runs(conn, user, thread_id)  # 404 for others' threads
+    if status is not None:
+        rows = [r for r in rows if run_status(r) == status]
+    return [run_view(r) for r in rows[offset : offset + limit]]
+
+
+async def _runs(conn: AsyncConnection[Any], user: User, thread_id: UUID) -> list[LgRun]:
+    row = await access.thread(conn, user, thread_id)
+    if row.agent_slug is None:
+        return []
+    return await lg_thread_runs(conn, user.uid, thread_id)
+
+
+async def _run(conn: AsyncConnection[Any], user: User, thread_id: UUID, run_id: str) -> LgRun:
+    """The caller's run (its thread's owner is checked by the query): 404 otherwise."""
+    rows = await lg_thread_runs(conn, user.uid, thread_id, run_id)
+    if not rows:
+        raise NotFound(f"run {run_id} not found")
+    return rows[0]
+
+
+@get("/threads/{thread_id:uuid}/runs/{run_id:str}", summary="A run", tags=["langgraph"])
+async def get_run(
+    conn: Conn, user: NamedDependency[User], thread_id: FromPath[UUID], run_id: FromPath[str]
+) -> dict[str, Any]:
+    return run_view(await _run(conn, user, thread_id, run_id))
+
+
+@get(
+    "/threads/{thread_id:uuid}/runs/{run_id:str}/join",
+    summary="Wait for a run's end; answers the thread's values",
+    tags=["langgraph"],
+)
+async def join_run(
+    state: State,
+    user: NamedDependency[User],
+    thread_id: FromPath[UUID],
+    run_id: FromPath[str],
+) -> dict[str, Any]:
+    async with state.yuxi.pool.connection() as conn:  # none is held while waiting
+        row = await _run(conn, user, thread_id, run_id)
+    ended = await follow.wait_ended(state.yuxi, user.uid, thread_id, run_id, row)
+    return await final_values(state, ended)
+
+
+@get(
+    "/threads/{thread_id:uuid}/runs/{run_id:str}/stream",
+    summary="Join a run's stream: from the start, or after Last-Event-ID",
+    tags=["langgraph"],
+)
+async def join_stream(
+    state: State,
+    conn: Conn,
+    user: NamedDependency[User],
+    request: Req,
+    thread_id: FromPath[UUID],
+    run_id: FromPath[str],
+    stream_mode: Annotated[list[str] | None, QueryParameter(description="stream modes")] = None,
+    cancel_on_disconnect: Annotated[bool, QueryParameter(description="refused")] = False,
+) -> Stream:
+    if cancel_on_disconnect:
+        raise Refused("cancel_on_disconnect is not supported: cancel the run explicitly")
+    row = await _run(conn, user, thread_id, run_id)
+    after = 0
+    last_event_id = request.headers.get("last-event-id")
+    if last_event_id:
+        try:
+            after = int(last_event_id)
+        except ValueError:
+            after = -1
+        if not 0 <= after <= MAX_SEQ:
+            raise ValidationException("Last-Event-ID must be an event id of this stream")
+    # the SDK sends an empty stream_mode for none: the modes the run was created with
+    chosen = [m for m in stream_mode or [] if m] or None
+    modes = stream_modes(chosen, default=row.stream_modes or ["values"])
+    content = follow.stream_run(state.yuxi, user.uid, thread_id, run_id, modes, after, row)
+    return _stream(request, row, content, resumable=False)
+
+
+@post(
+    "/threads/{thread_id:uuid}/runs/{run_id:str}/cancel",
+    status_code=202,
+    summary="Cancel a run (queued: it leaves the queue; running: its worker stops it)",
+    tags=["langgraph"],
+)
+async def cancel_run(
+    state: State,
+    user: NamedDependency[User],
+    thread_id: FromPath[UUID],
+    run_id: FromPath[str],
+    wait: Annotated[bool, QueryParameter(description="answer once it ended")] = False,
+    action: Annotated[str, QueryParameter(description="interrupt")] = "interrupt",
+) -> dict[str, Any]:
+    if action == "rollback":
+        raise Refused("cancel with action rollback is not supported: a run's events are durable")
+    if action != "interrupt":
+        raise InvalidInput("action must be interrupt")
+    async with state.yuxi.pool.connection() as conn:  # none is held while waiting
+        row = await _run(conn, user, thread_id, run_id)
+        if row.run_id is not None:
+            await run_request_cancel(conn, row.run_id, uid=user.uid)
+        elif row.request_status == "queued":
+            await request_cancel(conn, run_id, uid=user.uid)
+        if not wait:
+            return run_view(await _run(conn, user, thread_id, run_id))
+    return run_view(await follow.wait_ended(state.yuxi, user.uid, thread_id, run_id))
+
+
+_STATELESS = "stateless runs (without a thread) are not supported: create a thread, then run on it"
+
+
+@post("/runs", status_code=422, summary="Refused: stateless runs", tags=["langgraph"])
+async def stateless_run(user: NamedDependency[User], data: JSONBody[dict[str, Any]]) -> None:
+    raise Refused(_STATELESS)
+
+
+@post("/runs/stream", status_code=422, summary="Refused: stateless runs", tags=["langgraph"])
+async def stateless_stream(user: NamedDependency[User], data: JSONBody[dict[str, Any]]) -> None:
+    raise Refused(_STATELESS)
+
+
+@post("/runs/wait", status_code=422, summary="Refused: stateless runs", tags=["langgraph"])
+async def stateless_wait(user: NamedDependency[User], data: JSONBody[dict[str, Any]]) -> None:
+    raise Refused(_STATELESS)

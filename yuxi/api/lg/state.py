@@ -1,0 +1,146 @@
+"""A thread's state as LangGraph shows it, read straight from the checkpointer: its
+values (messages as langchain dicts), the pending interrupt, its checkpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.types import Interrupt
+
+from yuxi.api.lg.views import lg_interrupt
+from yuxi.runtime.state import INTERRUPT_CHANNEL
+
+_HIDDEN = ("__", "branch:")  # LangGraph's own channels
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseMessage):
+        return value.model_dump()
+    return msgspec.to_builtins(value, enc_hook=_fallback)
+
+
+def _fallback(value: Any) -> Any:
+    if isinstance(value, BaseMessage):
+        return value.model_dump()
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump()
+    return str(value)
+
+
+def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    configurable = {"thread_id": thread_id, "checkpoint_ns": ""}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def values_of(saved: CheckpointTuple | None) -> dict[str, Any]:
+    if saved is None:
+        return {}
+    channels = saved.checkpoint.get("channel_values", {})
+    return {
+        key: [_plain(m) for m in value] if key == "messages" else _plain(value)
+        for key, value in channels.items()
+        if not key.startswith(_HIDDEN)
+    }
+
+
+def interrupts_of(saved: CheckpointTuple | None) -> list[dict[str, Any]]:
+    if saved is None:
+        return []
+    found = []
+    for _task, channel, value in saved.pending_writes or []:
+        if channel != INTERRUPT_CHANNEL:
+            continue
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, Interrupt):
+                found.append(lg_interrupt(item.id, _plain(item.value)))
+    return found
+
+
+async def head(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> CheckpointTuple | None:
+    return await checkpointer.aget_tuple(_config(thread_id))  # type: ignore[arg-type]
+
+
+async def head_id(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
+    saved = await head(checkpointer, thread_id)
+    return None if saved is None else str(saved.checkpoint["id"])
+
+
+def state_view(
+    saved: CheckpointTuple | None, thread_id: str, *, interrupted: bool
+) -> dict[str, Any]:
+    """LangGraph's ThreadState of a checkpoint; interrupts only while the thread is
+    interrupted (otherwise a pending write is history, not a question)."""
+    interrupts = interrupts_of(saved) if interrupted else []
+    if saved is None:
+        return {
+            "values": {},
+            "next": [],
+            "tasks": [],
+            "metadata": {},
+            "created_at": None,
+            "checkpoint": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": None},
+            "parent_checkpoint": None,
+            "interrupts": [],
+        }
+    parent = saved.parent_config["configurable"] if saved.parent_config else None
+    tasks = []
+    if interrupts:
+        tasks = [
+            {
+                "id": str(saved.checkpoint["id"]),
+                "name": "tools",
+                "error": None,
+                "interrupts": interrupts,
+                "checkpoint": None,
+                "state": None,
+                "result": None,
+            }
+        ]
+    return {
+        "values": values_of(saved),
+        "next": ["tools"] if interrupts else [],
+        "tasks": tasks,
+        "metadata": _plain(dict(saved.metadata or {})),
+        "created_at": saved.checkpoint.get("ts"),
+        "checkpoint": {
+            "thread_id": thread_id,
+            "checkpoint_ns": "",
+            "checkpoint_id": str(saved.checkpoint["id"]),
+        },
+        "parent_checkpoint": (
+            None
+            if parent is None
+            else {
+                "thread_id": thread_id,
+                "checkpoint_ns": "",
+                "checkpoint_id": parent.get("checkpoint_id"),
+            }
+        ),
+        "interrupts": interrupts,
+    }
+
+
+async def history(
+    checkpointer: BaseCheckpointSaver[Any],
+    thread_id: str,
+    *,
+    limit: int,
+    before: str | None,
+    interrupted: bool,
+) -> list[dict[str, Any]]:
+    """The thread's checkpoints, newest first (interrupts on the head only)."""
+    states: list[dict[str, Any]] = []
+    before_config = _config(thread_id, before) if before else None
+    async for saved in checkpointer.alist(
+        _config(thread_id),  # type: ignore[arg-type]
+        before=before_config,  # type: ignore[arg-type]
+        limit=limit,
+    ):
+        states.append(state_view(saved, thread_id, interrupted=interrupted and not states))
+    return states
