@@ -26,6 +26,24 @@ $$;
 COMMENT ON FUNCTION yuxi.run_get(uuid, uuid) IS
     'A run for its owner (p_uid) or an operator (NULL). Raises not_found (YN001)';
 
+-- The resources a user may use, as a run's preparation reads them (the catalog of
+-- yuxi/runtime/resources.py): {knowledge_bases: [{id, name, slug}], skills: [rows of
+-- yuxi.skills_usable]}. PL/pgSQL, so that this file may name what later files define.
+CREATE FUNCTION yuxi.run_catalog(p_uid uuid) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN jsonb_build_object(
+        'knowledge_bases', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                               'id', k.id, 'name', k.name, 'slug', k.slug)
+                                           ORDER BY k.id), '[]')
+                            FROM yuxi.knowledge_bases k WHERE yuxi.kb_may_read(k, p_uid)),
+        'skills', (SELECT coalesce(jsonb_agg(to_jsonb(s) ORDER BY s.slug), '[]')
+                   FROM yuxi.skills_usable(p_uid) s));
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_catalog(uuid) IS
+    'Internal (yuxi.run_execution_input): the knowledge bases and shared skills a user may use, as a run''s preparation reads them';
+
 -- Everything the executor needs about a run, its conversation, agent and project, in
 -- one read. `identity_error` is NULL when the run may execute, else why it may not:
 -- the run needs a live conversation that belongs to the run's user and is bound to the
@@ -51,7 +69,8 @@ RETURNS TABLE (
     attachments        jsonb,
     model              jsonb,
     model_key_sealed   bytea,
-    input_attachments  jsonb
+    input_attachments  jsonb,
+    catalog            jsonb
 )
 LANGUAGE sql STABLE AS $$
     SELECT r.run_id, r.thread_id, r.uid, r.request_id, r.run_type, r.created_by_run_id,
@@ -74,7 +93,7 @@ LANGUAGE sql STABLE AS $$
            ARRAY(SELECT s FROM yuxi.subagents_visible_to(r.uid) s),
            yuxi.thread_attachments_json(r.thread_id),
            to_jsonb(mo) - 'api_key_sealed' - 'api_key_hint', mo.api_key_sealed,
-           m.metadata -> 'attachments'
+           m.metadata -> 'attachments', yuxi.run_catalog(r.uid)
     FROM yuxi.agent_runs r
     LEFT JOIN yuxi.conversations c ON c.thread_id = r.thread_id
     LEFT JOIN yuxi.agents a ON a.slug = r.agent_slug AND a.deleted_at IS NULL
@@ -84,7 +103,7 @@ LANGUAGE sql STABLE AS $$
     WHERE r.run_id = p_run_id
 $$;
 COMMENT ON FUNCTION yuxi.run_execution_input(uuid) IS
-    'Worker: everything needed to execute a run, in one read; identity_error says why the run may not execute (NULL when it may); attachments are the thread''s files under uploads/; model is the registry row of the run''s model_spec (without its key; NULL when it has none) and model_key_sealed its sealed key; input_attachments the ids of the attachments its input message refers to';
+    'Worker: everything needed to execute a run, in one read; identity_error says why the run may not execute (NULL when it may); attachments are the thread''s files under uploads/; model is the registry row of the run''s model_spec (without its key; NULL when it has none) and model_key_sealed its sealed key; input_attachments the ids of the attachments its input message refers to; catalog the resources its user may use (yuxi.run_catalog)';
 
 -- ---------------------------------------------------------------------------------
 -- Leases
@@ -165,6 +184,7 @@ CREATE FUNCTION yuxi.run_claim_execution(
     model                jsonb,
     model_key_sealed     bytea,
     input_attachments    jsonb,
+    catalog              jsonb,
     credit_hold          numeric,
     credit_error         text
 )
@@ -181,7 +201,7 @@ BEGIN
            v_claim.attempt_no, v_claim.started_at, v_claim.manifest_fingerprint,
            i.backend_id, i.agent_config, i.agent_updated_at, i.project_id, i.workdir_path,
            i.input_text, i.identity_error, i.visible_subagents, i.attachments, i.model,
-           i.model_key_sealed, i.input_attachments, f.hold, f.error
+           i.model_key_sealed, i.input_attachments, i.catalog, f.hold, f.error
     FROM yuxi.run_execution_input(p_run_id) i
     CROSS JOIN LATERAL yuxi.credit_freeze(p_run_id, v_claim.uid, i.model) f;
 END;

@@ -43,6 +43,8 @@ class ExecutionInput(msgspec.Struct, frozen=True):
     model_key_sealed: bytes | None = None
     # ids of the attachments the input message refers to (yuxi.message_refer_attachments)
     input_attachments: list[str] | None = None
+    # what the user may use (yuxi.run_catalog): {knowledge_bases, skills}
+    catalog: dict[str, Any] | None = None
 
 
 class ClaimedRun(msgspec.Struct, frozen=True):
@@ -175,6 +177,7 @@ class ClaimedExecution(ClaimedRun, frozen=True):
     model: dict[str, Any] | None
     model_key_sealed: bytes | None
     input_attachments: list[str] | None
+    catalog: dict[str, Any] | None
     credit_hold: Decimal | None
     credit_error: str | None
 

@@ -69,7 +69,7 @@ from yuxi.runtime.graph_io import (
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
 from yuxi.runtime.memory import LeasedRunMemory
 from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
-from yuxi.runtime.resources import ResourceCatalog
+from yuxi.runtime.resources import DatabaseCatalog, ResourceCatalog
 from yuxi.runtime.usage import RunUsage
 from yuxi.runtime.workspace import ClientPaths
 
@@ -317,7 +317,7 @@ class RunExecutor:
             raise RunFailure("agent_backend", str(error)) from None
 
         prepared = await prepare_agent_runtime_context(
-            agent, run, catalog=self.catalog, home=self.settings.home
+            agent, run, catalog=self._catalog_for(run), home=self.settings.home
         )
         context = prepared.context
         paths.workdir = context.workdir
@@ -412,6 +412,12 @@ class RunExecutor:
         if not any(isinstance(m, AIMessage) for m in produced):
             raise RunFailure("no_output", "the agent finished without a reply")
         return Outcome(RunStatus.COMPLETED, [stored_message(m) for m in produced])
+
+    def _catalog_for(self, run: ExecutionInput) -> ResourceCatalog:
+        """The catalog answering from what the claim read (one query fewer per kind)."""
+        if isinstance(self.catalog, DatabaseCatalog):
+            return self.catalog.for_run(run.catalog)
+        return self.catalog
 
     async def _finish(
         self,

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 from uuid import UUID
 
+import msgspec
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.tools.names import builtin_tool_names
@@ -85,15 +86,27 @@ class DatabaseCatalog:
     skills are the shared skills the user may use (``yuxi.skills_usable``, by slug; a
     user's personal skills are read from their workspace at preparation); MCP servers
     have no catalog here, so none are accessible. (The subagents a user can see come
-    with the run's execution input.)"""
+    with the run's execution input.)
 
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
+    ``for_run(snapshot)``: the same catalog answering from a run's claim
+    (``yuxi.run_catalog``, read with it) instead of a query per kind."""
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], snapshot: Mapping[str, Any] | None = None
+    ) -> None:
         self._pool = pool
+        self._snapshot = snapshot
+
+    def for_run(self, snapshot: Mapping[str, Any] | None) -> DatabaseCatalog:
+        """This catalog for one run whose claim read ``snapshot`` (None: query)."""
+        return self if snapshot is None else DatabaseCatalog(self._pool, snapshot)
 
     async def accessible(self, kind: str, uid: UUID) -> list[str]:
         if kind == "tools":
             return builtin_tool_names()
         if kind == "knowledges":
+            if self._snapshot is not None:
+                return [str(kb["id"]) for kb in self._snapshot.get("knowledge_bases") or []]
             async with self._pool.connection() as conn:
                 return [str(kb) for kb in await kb_readable(conn, uid)]
         if kind == "skills":
@@ -102,6 +115,10 @@ class DatabaseCatalog:
 
     async def skill_infos(self, uid: UUID) -> list[SkillInfo]:
         """The latest version of every shared skill the user may use, by slug."""
+        if self._snapshot is not None:
+            return msgspec.convert(
+                self._snapshot.get("skills") or [], list[SkillInfo], strict=False
+            )
         async with self._pool.connection() as conn:
             return await skills_usable(conn, uid)
 
@@ -118,6 +135,11 @@ class DatabaseCatalog:
 
     async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
         """The knowledge bases the user may read, by id: ``{id, name, slug}``."""
+        if self._snapshot is not None:
+            return {
+                str(kb["id"]): {"id": str(kb["id"]), "name": kb["name"], "slug": kb["slug"]}
+                for kb in self._snapshot.get("knowledge_bases") or []
+            }
         async with self._pool.connection() as conn:
             return {
                 str(kb.id): {"id": str(kb.id), "name": kb.name, "slug": kb.slug}
