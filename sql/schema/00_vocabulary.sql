@@ -27,6 +27,7 @@
 --   YT001 illegal_transition         YN001 not_found
 --   YV001 invalid_input              YF001 payload_too_large
 --   YA001 forbidden                  YK001 knowledge_base_exists
+--   YP001 mcp_server_exists
 --
 -- Lock order, everywhere: conversation row, then run row. Functions that only touch a
 -- run under lease (renew, append events, manifest) lock the run alone.

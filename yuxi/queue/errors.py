@@ -114,6 +114,11 @@ class KnowledgeBaseExists(QueueError):
     sqlstate = "YK001"
 
 
+class McpServerExists(QueueError):
+    code = "mcp_server_exists"
+    sqlstate = "YP001"
+
+
 class IllegalTransition(QueueError):
     code = "illegal_transition"
     sqlstate = "YT001"
@@ -141,6 +146,7 @@ BY_SQLSTATE: dict[str, type[QueueError]] = {
         PayloadTooLarge,
         ReadOnly,
         KnowledgeBaseExists,
+        McpServerExists,
         IllegalTransition,
     )
 }
