@@ -22,6 +22,7 @@ from yuxi.api.routes.agents import AgentsController
 from yuxi.api.routes.console import console_files, console_login, console_page, me
 from yuxi.api.routes.files import FilesController
 from yuxi.api.routes.knowledge import KnowledgeBasesController
+from yuxi.api.routes.mcp_servers import McpServersController
 from yuxi.api.routes.metrics import metrics
 from yuxi.api.routes.models import ModelsController, MyModelsController
 from yuxi.api.routes.projects import ProjectsController
@@ -89,6 +90,7 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             ModelsController,
             MyModelsController,
             KnowledgeBasesController,
+            McpServersController,
             RunsController,
             RequestEventsController,
             ScheduledJobsController,

@@ -54,6 +54,11 @@ def build_manifest(prepared: PreparedContext, run: ExecutionInput) -> dict[str, 
             {"id": kb["id"], "name": kb["name"]}
             for kb in getattr(context, "_visible_knowledge_bases", None) or []
         ],
+        # the MCP servers the run connects to and their versions, never headers or env
+        "mcp_servers": [
+            {"slug": s["slug"], "id": s["id"], "transport": s["transport"], "version": s["version"]}
+            for s in getattr(context, "_visible_mcp_servers", None) or []
+        ],
         # skill entries (source, version, content hash) come with the skills catalog
         "skills": [],
         "preloaded": {

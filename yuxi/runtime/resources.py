@@ -16,6 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.tools.names import builtin_tool_names
 from yuxi.queue.knowledge import kb_list, kb_readable
+from yuxi.queue.mcp import mcp_server_connections
 
 RESOURCE_KINDS = ("tools", "knowledges", "mcps", "skills")
 
@@ -62,6 +63,21 @@ def skill_closure(
     return list(closure)
 
 
+async def visible_mcp_servers(
+    catalog: ResourceCatalog, uid: UUID, slugs: Sequence[str]
+) -> list[dict[str, str]]:
+    """``[{id, slug, name, transport, version}]`` of the (already narrowed) MCP servers
+    ``slugs``: what ``_visible_mcp_servers`` holds (never headers or env). A catalog
+    without ``mcp_servers`` names them by slug."""
+    if not slugs:
+        return []
+    describe = getattr(catalog, "mcp_servers", None)
+    if describe is None:
+        return [{"id": s, "slug": s, "name": s, "transport": "", "version": ""} for s in slugs]
+    known: dict[str, dict[str, str]] = await describe(uid)
+    return [known[slug] for slug in slugs if slug in known]
+
+
 async def visible_knowledge_bases(
     catalog: ResourceCatalog, uid: UUID, ids: Sequence[str]
 ) -> list[dict[str, str]]:
@@ -80,8 +96,9 @@ async def visible_knowledge_bases(
 class DatabaseCatalog:
     """Resources as the database knows them. Tools are the built-ins (every user may use
     them); knowledge bases are those the user may read (``yuxi.kb_readable``, by id); MCP
-    servers and skills have no catalog yet, so none are accessible. (The subagents a user
-    can see come with the run's execution input.)"""
+    servers the enabled ones the user may use (``yuxi.mcp_server_connections``, by
+    slug); skills have no catalog yet, so none are accessible. (The subagents a user can
+    see come with the run's execution input.)"""
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self._pool = pool
@@ -92,7 +109,24 @@ class DatabaseCatalog:
         if kind == "knowledges":
             async with self._pool.connection() as conn:
                 return [str(kb) for kb in await kb_readable(conn, uid)]
+        if kind == "mcps":
+            return list(await self.mcp_servers(uid))
         return []
+
+    async def mcp_servers(self, uid: UUID) -> dict[str, dict[str, str]]:
+        """The enabled MCP servers the user may use, by slug: ``{id, slug, name,
+        transport, version}``."""
+        async with self._pool.connection() as conn:
+            return {
+                row.slug: {
+                    "id": str(row.id),
+                    "slug": row.slug,
+                    "name": row.name,
+                    "transport": row.transport,
+                    "version": row.updated_at.isoformat(),
+                }
+                for row in await mcp_server_connections(conn, uid)
+            }
 
     async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
         """The knowledge bases the user may read, by id: ``{id, name, slug}``."""
