@@ -208,6 +208,9 @@ LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM yuxi.mcp_server_shares WHERE server_id = p_row.id;
     IF p_row.share_scope <> 'selected' THEN
+        IF cardinality(coalesce(p_shared_with, '{}')) > 0 THEN
+            RAISE EXCEPTION 'shared_with needs share_scope selected' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+        END IF;
         RETURN;
     END IF;
     IF EXISTS (SELECT 1 FROM unnest(coalesce(p_shared_with, '{}')) AS w(uid)
@@ -219,7 +222,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION yuxi.mcp_server_share_set(yuxi.mcp_servers, uuid[]) IS
-    'Internal: replaces the users a selected MCP server is shared with. Raises invalid_input (YV001)';
+    'Internal: replaces the users a selected MCP server is shared with (none for another scope). Raises invalid_input (YV001)';
 
 -- Registers a server for p_uid: their own (share_scope owner, the default) or a platform
 -- one (any other scope; admins only). p_id is chosen by the caller, who seals the
@@ -311,7 +314,8 @@ BEGIN
     PERFORM yuxi.mcp_server_check_owner(v_row, p_uid);
     IF p_shared_with IS NOT NULL OR f ? 'share_scope' THEN
         PERFORM yuxi.mcp_server_share_set(v_row, coalesce(p_shared_with,
-            (SELECT array_agg(s.uid) FROM yuxi.mcp_server_shares s WHERE s.server_id = v_row.id)));
+            CASE WHEN v_row.share_scope = 'selected'
+                 THEN (SELECT array_agg(s.uid) FROM yuxi.mcp_server_shares s WHERE s.server_id = v_row.id) END));
     END IF;
     RETURN yuxi.mcp_server_info_of(v_row);
 EXCEPTION
