@@ -18,7 +18,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
+import mcp.types as mcp_types
 from fastmcp import Context, FastMCP
 from fastmcp.server.dependencies import get_http_headers
 
@@ -51,12 +53,29 @@ def build_server(name: str = "yuxi-test") -> FastMCP:
         return "woke up"
 
     @server.tool
-    async def confirm(action: str, ctx: Context) -> str:
+    async def confirm(action: str, ctx: Context) -> Any:
         """Asks the user to confirm the action."""
-        answer = await ctx.elicit(f"Really {action}?", response_type=str)
-        if answer.action != "accept":
-            return f"not confirmed ({answer.action})"
-        return f"confirmed {action}: {answer.data}"
+        answers = ctx.input_responses
+        if not answers or "answer" not in answers:
+            # asks (multi-round-trip elicitation): the client calls again with the answer
+            return mcp_types.InputRequiredResult(
+                input_requests={
+                    "answer": mcp_types.ElicitRequest(
+                        params=mcp_types.ElicitRequestFormParams(
+                            message=f"Really {action}?",
+                            requested_schema={
+                                "type": "object",
+                                "properties": {"value": {"type": "string"}},
+                                "required": ["value"],
+                            },
+                        )
+                    )
+                }
+            )
+        answer = answers["answer"]
+        if getattr(answer, "action", None) != "accept":
+            return f"not confirmed ({getattr(answer, 'action', None)})"
+        return f"confirmed {action}: {(answer.content or {}).get('value')}"
 
     return server
 
