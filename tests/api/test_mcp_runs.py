@@ -271,3 +271,41 @@ def _elicitation(value: Any) -> dict[str, Any]:
             if found:
                 return found
     return {}
+
+
+async def test_a_subagent_uses_the_mcp_servers_of_its_own_context(
+    api: Api, worker: None, mcp_http: RunningServer
+) -> None:
+    # the parent may use none; each subagent decides for itself
+    for slug, backend, context in (
+        ("mcp-parent", "chatbot", {"mcps": []}),
+        ("web-helper", "subagent", {"mcps": ["web"]}),
+        ("bare-helper", "subagent", {"mcps": []}),
+    ):
+        response = await api.admin.post(
+            "/api/agents",
+            json={
+                "slug": slug,
+                "name": slug,
+                "backend_id": backend,
+                "is_subagent": backend == "subagent",
+                "config": {"context": {"model": "builtin:scripted", **context}},
+            },
+        )
+        assert response.status_code == 201, response.text
+
+    def delegate(subagent: str) -> dict[str, Any]:
+        return {"subagent": subagent, "description": '/tool web__echo {"text": "child"}'}
+
+    first = await tool_call(api, "task", delegate("web-helper"), agent="mcp-parent")
+    assert "echo:child" in await output_of(api, first)
+    second = await tool_call(api, "task", delegate("bare-helper"), agent="mcp-parent")
+    assert "tool web__echo is not available" in await output_of(api, second)
+    children = await api.sql(
+        "SELECT r.manifest FROM yuxi.agent_runs r WHERE r.created_by_run_id = ANY(%s::uuid[])"
+        " ORDER BY r.created_at",
+        [first["run_id"], second["run_id"]],
+    )
+    assert [
+        (m["agent"]["slug"], [s["slug"] for s in m["mcp_servers"]]) for (m,) in children
+    ] == [("web-helper", ["web"]), ("bare-helper", [])]
