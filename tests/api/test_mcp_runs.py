@@ -306,6 +306,7 @@ async def test_a_subagent_uses_the_mcp_servers_of_its_own_context(
         " ORDER BY r.created_at",
         [first["run_id"], second["run_id"]],
     )
-    assert [
-        (m["agent"]["slug"], [s["slug"] for s in m["mcp_servers"]]) for (m,) in children
-    ] == [("web-helper", ["web"]), ("bare-helper", [])]
+    assert [(m["agent"]["slug"], [s["slug"] for s in m["mcp_servers"]]) for (m,) in children] == [
+        ("web-helper", ["web"]),
+        ("bare-helper", []),
+    ]
