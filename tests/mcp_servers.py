@@ -1,8 +1,9 @@
 """Real MCP servers for the tests: FastMCP over streamable HTTP (or SSE) on 127.0.0.1 in a
 thread, and the same tools over stdio (``python -m tests.mcp_servers``).
 
-Tools: ``echo {text}``, ``add {a, b}``, ``check_auth {}`` (whether the request carried
-the expected ``Authorization`` header: it says yes or no, never the header), ``hang
+Tools: ``echo {text}``, ``add {a, b}``, ``has_env {name}``, ``check_auth {}`` (whether
+the request carried the expected ``Authorization`` header: it says yes or no, never the
+header), ``hang
 {seconds}`` (sleeps), ``confirm {action}`` (asks the user through elicitation).
 A server built with ``slow_start`` answers nothing (not even the MCP handshake) until
 it is released.
@@ -11,6 +12,7 @@ it is released.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import sys
 import threading
@@ -45,6 +47,11 @@ def build_server(name: str = "yuxi-test") -> FastMCP:
         """Whether the request carried the expected Authorization header."""
         headers = get_http_headers(include={"authorization"})
         return "authorized" if headers.get("authorization") == EXPECTED_TOKEN else "unauthorized"
+
+    @server.tool
+    def has_env(name: str) -> str:
+        """Whether the server's process has the environment variable (never its value)."""
+        return "set" if name in os.environ else "unset"
 
     @server.tool
     async def hang(seconds: float = 3600) -> str:

@@ -102,7 +102,9 @@ class McpServerSpec:
 def transport_of(spec: McpServerSpec) -> ClientTransport:
     if spec.transport == "stdio":
         env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ} | spec.env
-        return StdioTransport(spec.command or "", list(spec.args), env=env)
+        # keep_alive=False: the process ends with the run's connection (FastMCP keeps it
+        # running for the next session otherwise)
+        return StdioTransport(spec.command or "", list(spec.args), env=env, keep_alive=False)
     if spec.transport == "sse":
         return SSETransport(spec.url or "", headers=spec.headers or None)
     return StreamableHttpTransport(spec.url or "", headers=spec.headers or None)
