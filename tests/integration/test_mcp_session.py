@@ -98,3 +98,25 @@ async def test_a_silent_server_is_unavailable_or_fails_the_session_when_required
     with pytest.raises(McpUnavailable, match="MCP server silent is required"):
         async with McpSession([spec], required=["silent"]):
             pass
+
+
+async def test_cancelling_while_connecting_closes_what_was_opened(silent: RunningServer) -> None:
+    before = stdio_children()
+    slow = McpServerSpec(
+        id="s", slug="silent", name="Silent", transport="streamable_http", url=silent.url,
+        connect_timeout_seconds=30,
+    )  # fmt: skip
+    session = McpSession([stdio(), slow])
+    entering = asyncio.create_task(session.__aenter__())
+    deadline = time.monotonic() + 10
+    while not session._open:  # the stdio server is connected; the silent one never is
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    entering.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await entering
+    assert session._open == []
+    deadline = time.monotonic() + 5
+    while stdio_children() - before:
+        assert time.monotonic() < deadline, "the stdio server outlived a cancelled connect"
+        await asyncio.sleep(0.05)

@@ -193,7 +193,12 @@ class McpSession:
         self._open: list[MCPAdapter] = []
 
     async def __aenter__(self) -> McpSession:
-        results = await asyncio.gather(*(self._connect(spec) for spec in self.specs))
+        try:
+            results = await asyncio.gather(*(self._connect(spec) for spec in self.specs))
+        except BaseException:
+            # cancelled while connecting (the run was): close what is open already
+            await asyncio.shield(self.close())
+            raise
         for spec, result in zip(self.specs, results, strict=True):
             if isinstance(result, str):
                 self.failures[spec.slug] = result
