@@ -63,7 +63,6 @@ from yuxi.runtime.graph_io import (
     text_of,
 )
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
-from yuxi.runtime.mcp.session import McpServerSpec, McpSession, McpUnavailable
 from yuxi.runtime.memory import LeasedRunMemory
 from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
 from yuxi.runtime.resources import ResourceCatalog
@@ -414,6 +413,9 @@ class RunExecutor:
         required = list(getattr(context, "required_mcps", None) or [])
         if not visible and not required:
             return
+        # FastMCP and langchain.mcp load with the first run that has MCP servers
+        from yuxi.runtime.mcp.session import McpServerSpec, McpSession, McpUnavailable
+
         async with self.pool.connection() as conn:
             rows = await mcp_server_connections(conn, claimed.uid, visible) if visible else []
         usable = {row.slug for row in rows}
