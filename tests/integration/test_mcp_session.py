@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcp_servers import RunningServer, http_server, stdio_command
+from tests.mcp_servers import EXPECTED_TOKEN, RunningServer, http_server, stdio_command
 from yuxi.runtime.mcp.session import McpServerSpec, McpSession, McpUnavailable
 
 pytestmark = pytest.mark.asyncio
@@ -120,3 +120,15 @@ async def test_cancelling_while_connecting_closes_what_was_opened(silent: Runnin
     while stdio_children() - before:
         assert time.monotonic() < deadline, "the stdio server outlived a cancelled connect"
         await asyncio.sleep(0.05)
+
+
+async def test_an_sse_server_gets_its_headers() -> None:
+    with http_server("sse") as server:
+        spec = McpServerSpec(
+            id="e", slug="events", name="Events", transport="sse", url=server.url,
+            headers={"Authorization": EXPECTED_TOKEN},
+        )  # fmt: skip
+        async with McpSession([spec]) as session:
+            assert session.failures == {}
+            check = {tool.name: tool for tool in session.tools}["events__check_auth"]
+            assert (await check.ainvoke({}))[0]["text"] == "authorized"
