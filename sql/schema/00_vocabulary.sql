@@ -28,7 +28,7 @@
 --   YV001 invalid_input              YF001 payload_too_large
 --   YA001 forbidden                  YK001 knowledge_base_exists
 --   YB001 insufficient_credits       YG001 thread_exists
---   YG002 assistant_mismatch
+--   YG002 assistant_mismatch         YP001 mcp_server_exists
 --
 -- Lock order, everywhere: conversation row, then run row. Functions that only touch a
 -- run under lease (renew, append events, manifest) lock the run alone.

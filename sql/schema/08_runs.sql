@@ -28,7 +28,7 @@ COMMENT ON FUNCTION yuxi.run_get(uuid, uuid) IS
 
 -- The resources a user may use, as a run's preparation reads them (the catalog of
 -- yuxi/runtime/resources.py): {knowledge_bases: [{id, name, slug}], skills: [rows of
--- yuxi.skills_usable]}. PL/pgSQL, so that this file may name what later files define.
+-- yuxi.skills_usable], mcp_servers: [{id, slug, name, transport, version}]}. PL/pgSQL, so that this file may name what later files define.
 CREATE FUNCTION yuxi.run_catalog(p_uid uuid) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -38,11 +38,17 @@ BEGIN
                                            ORDER BY k.id), '[]')
                             FROM yuxi.knowledge_bases k WHERE yuxi.kb_may_read(k, p_uid)),
         'skills', (SELECT coalesce(jsonb_agg(to_jsonb(s) ORDER BY s.slug), '[]')
-                   FROM yuxi.skills_usable(p_uid) s));
+                   FROM yuxi.skills_usable(p_uid) s),
+        -- never their secrets: the worker reads those again where it connects
+        'mcp_servers', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                          'id', m.id, 'slug', m.slug, 'name', m.name,
+                                          'transport', m.transport, 'version', m.updated_at)
+                                      ORDER BY m.slug), '[]')
+                        FROM yuxi.mcp_server_connections(p_uid) m));
 END;
 $$;
 COMMENT ON FUNCTION yuxi.run_catalog(uuid) IS
-    'Internal (yuxi.run_execution_input): the knowledge bases and shared skills a user may use, as a run''s preparation reads them';
+    'Internal (yuxi.run_execution_input): the knowledge bases, shared skills and MCP servers (without secrets) a user may use, as a run''s preparation reads them';
 
 -- Everything the executor needs about a run, its conversation, agent and project, in
 -- one read. `identity_error` is NULL when the run may execute, else why it may not:

@@ -89,6 +89,14 @@ class BaseContext:
             kind="skills",
         ),
     )
+    required_mcps: list[str] = field(
+        default_factory=list,
+        metadata=_meta(
+            "Required MCP servers",
+            "MCP servers the agent cannot work without: a run fails when one is unreachable",
+            kind="mcps",
+        ),
+    )
     summary_threshold: int = field(
         default=120,
         metadata=_meta(
@@ -170,6 +178,15 @@ class BaseContext:
     )
     _skill_mounts: dict[str, dict[str, list[str]]] = field(
         default_factory=dict, metadata=_runtime("Tools and MCP servers a skill brings")
+    )
+    # the MCP servers this run connects to, [{id, slug, name, transport, version}] (no
+    # secrets): the narrowed ``mcps``; skills that depend on a server add it here
+    _visible_mcp_servers: list[dict[str, Any]] = field(
+        default_factory=list, metadata=_runtime("MCP servers the run connects to")
+    )
+    # the tools of those servers, bound by the worker once connected (per run)
+    _mcp_tools: list[Any] = field(
+        default_factory=list, repr=False, metadata=_runtime("Tools of the run's MCP servers")
     )
 
     RESOURCE_FIELDS: ClassVar[tuple[str, ...]] = ("tools", "knowledges", "mcps", "skills")

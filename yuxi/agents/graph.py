@@ -16,6 +16,7 @@ from langchain.agents.middleware import (
 )
 from langchain.agents.middleware.summarization import ContextSize, TriggerClause
 from langchain.agents.middleware.types import AgentMiddleware, ModelResponse
+from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
@@ -146,6 +147,19 @@ def build_agent_graph(
         _model_identity(context),
         id(checkpointer),
     )
+    mcp_tools = tuple(getattr(context, "_mcp_tools", None) or ())
+    if mcp_tools:
+        # bound to this run's MCP connections: compiled for the run, never shared
+        return _compile(
+            context,
+            tool_names,
+            delegates,
+            memory,
+            checkpointer,
+            knowledge=knowledge,
+            skills=skills,
+            mcp=mcp_tools,
+        )
     graph = _GRAPHS.get(key)
     if graph is not None:
         _GRAPHS.move_to_end(key)
@@ -196,6 +210,7 @@ def _compile(
     *,
     knowledge: bool = False,
     skills: bool = False,
+    mcp: tuple[BaseTool, ...] = (),
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     model = load_chat_model(
         context.model,
@@ -204,6 +219,7 @@ def _compile(
     )
     tools = [BUILTIN_TOOLS[name] for name in tool_names] + ([task] if delegates else [])
     tools += [search_knowledge] if knowledge else []
+    tools += list(mcp)  # <slug>__<tool>: approved like the built-ins in "ask" mode
     # the dynamic prompt first: it sets the system prompt that the todo list's section
     # is then appended to
     middleware: list[AgentMiddleware[Any, Any]] = [

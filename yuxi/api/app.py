@@ -24,6 +24,7 @@ from yuxi.api.routes.console import console_files, console_login, console_page, 
 from yuxi.api.routes.credits import CreditsController
 from yuxi.api.routes.files import FilesController
 from yuxi.api.routes.knowledge import KnowledgeBasesController
+from yuxi.api.routes.mcp_servers import McpServersController
 from yuxi.api.routes.metrics import metrics
 from yuxi.api.routes.models import ModelsController, MyModelsController
 from yuxi.api.routes.projects import ProjectsController
@@ -93,6 +94,7 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             MyModelsController,
             KnowledgeBasesController,
             SkillsController,
+            McpServersController,
             RunsController,
             RequestEventsController,
             ScheduledJobsController,

@@ -9,6 +9,7 @@ import click
 from yuxi.cli.agents import agent
 from yuxi.cli.db import db
 from yuxi.cli.knowledge import kb
+from yuxi.cli.mcp import mcp
 from yuxi.cli.models import model
 from yuxi.cli.queues import queue
 from yuxi.cli.serve import api, up, worker
@@ -26,7 +27,7 @@ def main() -> None:
     """
 
 
-for command in (up, api, worker, db, user, agent, model, queue, kb, skill):
+for command in (up, api, worker, db, user, agent, model, queue, kb, skill, mcp):
     main.add_command(command)
 
 

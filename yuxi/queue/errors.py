@@ -136,6 +136,11 @@ class AssistantMismatch(QueueError):
     sqlstate = "YG002"
 
 
+class McpServerExists(QueueError):
+    code = "mcp_server_exists"
+    sqlstate = "YP001"
+
+
 class IllegalTransition(QueueError):
     code = "illegal_transition"
     sqlstate = "YT001"
@@ -166,6 +171,7 @@ BY_SQLSTATE: dict[str, type[QueueError]] = {
         InsufficientCredits,
         ThreadExists,
         AssistantMismatch,
+        McpServerExists,
         IllegalTransition,
     )
 }

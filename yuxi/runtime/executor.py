@@ -38,6 +38,7 @@ from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.queue.errors import InsufficientCredits, LeaseLost, ManifestConflict, RunNotClaimable
 from yuxi.queue.events import RunEvent
+from yuxi.queue.mcp import mcp_server_connections
 from yuxi.queue.runs import (
     ClaimedExecution,
     ClaimedRun,
@@ -70,6 +71,7 @@ from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
 from yuxi.runtime.memory import LeasedRunMemory
 from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
 from yuxi.runtime.resources import DatabaseCatalog, ResourceCatalog
+from yuxi.runtime.secret_box import SecretBox
 from yuxi.runtime.usage import RunUsage
 from yuxi.runtime.workspace import ClientPaths
 
@@ -135,6 +137,7 @@ class RunExecutor:
         self.catalog = catalog
         self.watcher = watcher
         self.settings = settings
+        self._secrets: SecretBox | None = None
 
     async def execute(self, run_id: UUID) -> str | None:
         """Runs ``run_id`` if it can be claimed; returns its final status (``pending``
@@ -306,6 +309,20 @@ class RunExecutor:
         paths: ClientPaths,
         usage: RunUsage,
     ) -> Outcome:
+        # what the run connects to (MCP servers) is closed when it ends, fails or is
+        # cancelled
+        async with contextlib.AsyncExitStack() as connections:
+            return await self._prepare_and_stream(claimed, run, events, paths, usage, connections)
+
+    async def _prepare_and_stream(
+        self,
+        claimed: ClaimedExecution,
+        run: ExecutionInput,
+        events: EventWriter,
+        paths: ClientPaths,
+        usage: RunUsage,
+        connections: contextlib.AsyncExitStack,
+    ) -> Outcome:
         if run.identity_error:
             raise RunFailure("run_identity", run.identity_error)
         if claimed.credit_error:
@@ -354,6 +371,7 @@ class RunExecutor:
         await events.add(
             RunEvent("metadata", metadata_payload(claimed, context, paths.show(context.workdir)))
         )
+        await self._connect_mcp(claimed, context, connections)
         graph = await agent.get_graph(context, checkpointer=self.checkpointer)
         config: RunnableConfig = {
             "configurable": {"thread_id": _checkpoint_thread(run)},
@@ -418,6 +436,41 @@ class RunExecutor:
         if isinstance(self.catalog, DatabaseCatalog):
             return self.catalog.for_run(run.catalog)
         return self.catalog
+
+    async def _connect_mcp(
+        self, claimed: ClaimedRun, context: Any, connections: contextlib.AsyncExitStack
+    ) -> None:
+        """Connects to the run's MCP servers and binds their tools into the Context.
+        The servers are read again here, where the secrets are opened: one disabled or
+        no longer shared since preparation is left out."""
+        visible = [s["slug"] for s in getattr(context, "_visible_mcp_servers", None) or []]
+        required = list(getattr(context, "required_mcps", None) or [])
+        if not visible and not required:
+            return
+        # FastMCP and langchain.mcp load with the first run that has MCP servers
+        from yuxi.runtime.mcp.session import McpServerSpec, McpSession, McpUnavailable
+
+        async with self.pool.connection() as conn:
+            rows = await mcp_server_connections(conn, claimed.uid, visible) if visible else []
+        usable = {row.slug for row in rows}
+        for slug in required:
+            if slug not in usable:
+                raise RunFailure(
+                    "mcp_unavailable",
+                    f"MCP server {slug} is required by the agent but is not available to this user",
+                )
+        box = self._secret_box()
+        specs = [McpServerSpec.opened(box, row) for row in rows]
+        try:
+            session = await connections.enter_async_context(McpSession(specs, required=required))
+        except McpUnavailable as error:
+            raise RunFailure("mcp_unavailable", str(error)) from None
+        context._mcp_tools = session.tools
+
+    def _secret_box(self) -> SecretBox:
+        if self._secrets is None:
+            self._secrets = SecretBox.from_env(self.settings.home)
+        return self._secrets
 
     async def _finish(
         self,

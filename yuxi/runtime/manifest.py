@@ -54,6 +54,11 @@ def build_manifest(prepared: PreparedContext, run: ExecutionInput) -> dict[str, 
             {"id": kb["id"], "name": kb["name"]}
             for kb in getattr(context, "_visible_knowledge_bases", None) or []
         ],
+        # the MCP servers the run connects to and their versions, never headers or env
+        "mcp_servers": [
+            {"slug": s["slug"], "id": s["id"], "transport": s["transport"], "version": s["version"]}
+            for s in getattr(context, "_visible_mcp_servers", None) or []
+        ],
         # each skill's source (shared, personal), version and the sha256 of its files:
         # a skill changed between two attempts gives another manifest (manifest_conflict)
         "skills": prepared.skills.manifest_entries() if prepared.skills else [],

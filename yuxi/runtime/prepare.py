@@ -23,6 +23,7 @@ from yuxi.runtime.resources import (
     narrow,
     narrow_subagents,
     visible_knowledge_bases,
+    visible_mcp_servers,
 )
 from yuxi.runtime.secret_box import SecretBox
 from yuxi.runtime.skills.resolve import RunSkills
@@ -109,6 +110,7 @@ async def prepare_agent_runtime_context(
     context._visible_knowledge_bases = await visible_knowledge_bases(
         catalog, run.uid, context.knowledges or []
     )
+    context._visible_mcp_servers = await visible_mcp_servers(catalog, run.uid, context.mcps or [])
     if hasattr(context, "subagents"):
         context.subagents = narrow_subagents(context.subagents, run.visible_subagents)
 

@@ -10,6 +10,7 @@ dependency errors, are resolved by yuxi/runtime/skills/).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -18,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.tools.names import builtin_tool_names
 from yuxi.queue.knowledge import kb_list, kb_readable
+from yuxi.queue.mcp import mcp_server_connections
 from yuxi.queue.skills import SkillInfo, skill_files_many, skills_usable
 
 RESOURCE_KINDS = ("tools", "knowledges", "mcps", "skills")
@@ -65,6 +67,21 @@ def skill_closure(
     return list(closure)
 
 
+async def visible_mcp_servers(
+    catalog: ResourceCatalog, uid: UUID, slugs: Sequence[str]
+) -> list[dict[str, str]]:
+    """``[{id, slug, name, transport, version}]`` of the (already narrowed) MCP servers
+    ``slugs``: what ``_visible_mcp_servers`` holds (never headers or env). A catalog
+    without ``mcp_servers`` names them by slug."""
+    if not slugs:
+        return []
+    describe = getattr(catalog, "mcp_servers", None)
+    if describe is None:
+        return [{"id": s, "slug": s, "name": s, "transport": "", "version": ""} for s in slugs]
+    known: dict[str, dict[str, str]] = await describe(uid)
+    return [known[slug] for slug in slugs if slug in known]
+
+
 async def visible_knowledge_bases(
     catalog: ResourceCatalog, uid: UUID, ids: Sequence[str]
 ) -> list[dict[str, str]]:
@@ -85,8 +102,8 @@ class DatabaseCatalog:
     them); knowledge bases are those the user may read (``yuxi.kb_readable``, by id);
     skills are the shared skills the user may use (``yuxi.skills_usable``, by slug; a
     user's personal skills are read from their workspace at preparation); MCP servers
-    have no catalog here, so none are accessible. (The subagents a user can see come
-    with the run's execution input.)
+    the enabled ones the user may use (``yuxi.mcp_server_connections``, by slug). (The
+    subagents a user can see come with the run's execution input.)
 
     ``for_run(snapshot)``: the same catalog answering from a run's claim
     (``yuxi.run_catalog``, read with it) instead of a query per kind."""
@@ -111,6 +128,8 @@ class DatabaseCatalog:
                 return [str(kb) for kb in await kb_readable(conn, uid)]
         if kind == "skills":
             return [skill.slug for skill in await self.skill_infos(uid)]
+        if kind == "mcps":
+            return list(await self.mcp_servers(uid))
         return []
 
     async def skill_infos(self, uid: UUID) -> list[SkillInfo]:
@@ -132,6 +151,33 @@ class DatabaseCatalog:
             for row in await skill_files_many(conn, versions):
                 found.setdefault((row.slug, row.version), {})[row.path] = row.content
         return found
+
+    async def mcp_servers(self, uid: UUID) -> dict[str, dict[str, str]]:
+        """The enabled MCP servers the user may use, by slug: ``{id, slug, name,
+        transport, version}``."""
+        if self._snapshot is not None:
+            return {
+                s["slug"]: {
+                    "id": str(s["id"]),
+                    "slug": s["slug"],
+                    "name": s["name"],
+                    "transport": s["transport"],
+                    # as the query's rows give it, whatever the session's JSON looks like
+                    "version": datetime.fromisoformat(s["version"]).isoformat(),
+                }
+                for s in self._snapshot.get("mcp_servers") or []
+            }
+        async with self._pool.connection() as conn:
+            return {
+                row.slug: {
+                    "id": str(row.id),
+                    "slug": row.slug,
+                    "name": row.name,
+                    "transport": row.transport,
+                    "version": row.updated_at.isoformat(),
+                }
+                for row in await mcp_server_connections(conn, uid)
+            }
 
     async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
         """The knowledge bases the user may read, by id: ``{id, name, slug}``."""

@@ -4,6 +4,8 @@
   pending; executes it. A duplicate delivery finds the run claimed and does nothing.
 - ``ingest_document(document_id)`` (queue ``yuxi_knowledge``): deferred by the SQL that
   records an uploaded document; extracts, chunks and embeds it (yuxi.runtime.knowledge).
+- ``discover_mcp_tools(server_id)`` (queue ``yuxi_mcp``): deferred by
+  ``yuxi.mcp_tools_request``; lists an MCP server's tools (yuxi.runtime.mcp.discovery).
 - ``yuxi_reconcile_leases``, ``yuxi_redeliver_runs`` and ``yuxi_tick_schedules`` (queue
   ``yuxi_maintenance``, periodic): fail or retry runs whose lease expired; re-deliver
   pending runs whose job vanished or whose worker stopped, and documents whose ingestion
@@ -53,6 +55,7 @@ from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.executor import ExecutorSettings, RunExecutor
 from yuxi.runtime.knowledge.ingest import MAX_ATTEMPTS, ingest_document
 from yuxi.runtime.knowledge.search import DatabaseKnowledge
+from yuxi.runtime.mcp.discovery import discover_server_tools
 from yuxi.runtime.resources import DatabaseCatalog, ResourceCatalog
 from yuxi.scheduling.ticker import tick_until_idle
 from yuxi.settings import Settings
@@ -64,6 +67,7 @@ log = logging.getLogger("yuxi.worker")
 RUNS_QUEUE = "yuxi_runs"
 MAINTENANCE_QUEUE = "yuxi_maintenance"
 KNOWLEDGE_QUEUE = "yuxi_knowledge"
+MCP_QUEUE = "yuxi_mcp"
 # procrastinate's worker is named so in its logs ("procrastinate.worker.yuxi")
 PROCRASTINATE_NAME = "yuxi"
 # A procrastinate worker sends a heartbeat this often; one silent for STALLED_SECONDS
@@ -162,6 +166,10 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Re
                 document.status,
                 document.chunks,
             )
+
+    @app.task(name="discover_mcp_tools", queue=MCP_QUEUE)
+    async def discover_mcp_tools(server_id: str) -> None:
+        await discover_server_tools(runtime.pool, runtime.home, UUID(server_id))
 
     @app.periodic(cron=every)
     @app.task(name="yuxi_reconcile_leases", queue=MAINTENANCE_QUEUE)
@@ -285,7 +293,7 @@ async def _procrastinate_worker(
     app.perform_import_paths()  # type: ignore[no-untyped-call]
     worker = Worker(
         app=app,
-        queues=[RUNS_QUEUE, MAINTENANCE_QUEUE, KNOWLEDGE_QUEUE],
+        queues=[RUNS_QUEUE, MAINTENANCE_QUEUE, KNOWLEDGE_QUEUE, MCP_QUEUE],
         name=PROCRASTINATE_NAME,
         concurrency=settings.worker_concurrency,
         shutdown_graceful_timeout=0,

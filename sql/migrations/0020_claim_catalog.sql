@@ -1,10 +1,10 @@
 -- A run's claim carries the resources its user may use (yuxi.run_catalog: readable
--- knowledge bases and usable shared skills), so preparation reads the database once
--- instead of once per kind.
+-- knowledge bases, usable shared skills, usable MCP servers without their secrets), so
+-- preparation reads the database once instead of once per kind.
 
 -- The resources a user may use, as a run's preparation reads them (the catalog of
 -- yuxi/runtime/resources.py): {knowledge_bases: [{id, name, slug}], skills: [rows of
--- yuxi.skills_usable]}. PL/pgSQL, so that this file may name what later files define.
+-- yuxi.skills_usable], mcp_servers: [{id, slug, name, transport, version}]}. PL/pgSQL, so that this file may name what later files define.
 CREATE FUNCTION yuxi.run_catalog(p_uid uuid) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -14,11 +14,17 @@ BEGIN
                                            ORDER BY k.id), '[]')
                             FROM yuxi.knowledge_bases k WHERE yuxi.kb_may_read(k, p_uid)),
         'skills', (SELECT coalesce(jsonb_agg(to_jsonb(s) ORDER BY s.slug), '[]')
-                   FROM yuxi.skills_usable(p_uid) s));
+                   FROM yuxi.skills_usable(p_uid) s),
+        -- never their secrets: the worker reads those again where it connects
+        'mcp_servers', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                          'id', m.id, 'slug', m.slug, 'name', m.name,
+                                          'transport', m.transport, 'version', m.updated_at)
+                                      ORDER BY m.slug), '[]')
+                        FROM yuxi.mcp_server_connections(p_uid) m));
 END;
 $$;
 COMMENT ON FUNCTION yuxi.run_catalog(uuid) IS
-    'Internal (yuxi.run_execution_input): the knowledge bases and shared skills a user may use, as a run''s preparation reads them';
+    'Internal (yuxi.run_execution_input): the knowledge bases, shared skills and MCP servers (without secrets) a user may use, as a run''s preparation reads them';
 
 DROP FUNCTION yuxi.run_claim_execution(uuid, text, double precision, timestamptz);
 DROP FUNCTION yuxi.run_execution_input(uuid);

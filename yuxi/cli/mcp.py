@@ -1,0 +1,246 @@
+"""``yuxi mcp …``: MCP servers (what ``/api/mcp-servers`` manages): add, list, remove,
+and the tools a worker discovers on one. Works on the database as the user ``--as``
+names (default ``admin``), with the same rules as the API: stdio and shared servers
+need an admin."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import click
+
+from yuxi.cli.connect import JSON_HELP, cell, echo_json, echo_table, settings_or_exit, with_database
+
+AS_HELP = "Act as this user (a name; default admin)."
+
+
+@click.group()
+def mcp() -> None:
+    """MCP servers whose tools agents call as <slug>__<tool>. Headers and env values
+    are read from environment variables, sealed under the server key and never
+    printed."""
+
+
+def _secrets(pairs: tuple[str, ...], what: str) -> dict[str, str] | None:
+    """``NAME=VAR`` pairs: each value read from environment variable VAR."""
+    if not pairs:
+        return None
+    values: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, var = pair.partition("=")
+        if not sep or not name or not var:
+            raise click.UsageError(f"--{what} takes NAME=ENV_VAR, got {pair!r}")
+        value = os.environ.get(var)
+        if value is None:
+            raise click.ClickException(f"environment variable {var} is not set")
+        values[name] = value
+    return values
+
+
+async def _user_id(conn: Any, name: str) -> Any:
+    from yuxi.queue.errors import NotFound
+
+    cur = await conn.execute(
+        "SELECT id FROM yuxi.users WHERE name = %s AND deleted_at IS NULL", (name,)
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise NotFound(f"user {name} not found")
+    return row[0]
+
+
+@mcp.command("add")
+@click.argument("slug")
+@click.option("--name", help="Display name (default: the slug).")
+@click.option(
+    "--transport",
+    type=click.Choice(["streamable_http", "sse", "stdio"]),
+    help="Default: stdio with --command, streamable_http with --url.",
+)
+@click.option("--url", help="The server's URL (HTTP transports).")
+@click.option("--command", "command_", metavar="CMD", help="The command to run (stdio).")
+@click.option("--arg", "args", multiple=True, help="An argument of the command (repeatable).")
+@click.option("--header", "headers", multiple=True, metavar="NAME=ENV_VAR", help="A header.")
+@click.option("--env", "env", multiple=True, metavar="NAME=ENV_VAR", help="An env variable.")
+@click.option(
+    "--share",
+    type=click.Choice(["owner", "all", "admins", "selected"]),
+    default="all",
+    show_default=True,
+    help="Who may use it (owner: only the --as user).",
+)
+@click.option("--share-with", "share_with", multiple=True, help="A user (with --share selected).")
+@click.option("--connect-timeout", type=click.FloatRange(0, 120, min_open=True))
+@click.option("--call-timeout", type=click.FloatRange(0, 3600, min_open=True))
+@click.option("--disabled", is_flag=True, help="Register it disabled.")
+@click.option("--as", "as_user", default="admin", show_default=True, help=AS_HELP)
+def add_command(slug: str, **options: Any) -> None:
+    """Register MCP server SLUG (lower-case letters, digits and dashes)."""
+    import uuid
+
+    from yuxi.queue.mcp import mcp_server_create
+    from yuxi.runtime.mcp.secrets import seal_map
+    from yuxi.runtime.secret_box import SecretBox
+
+    transport = options["transport"] or ("stdio" if options["command_"] else "streamable_http")
+    fields: dict[str, Any] = {
+        "slug": slug,
+        "name": options["name"] or slug,
+        "transport": transport,
+        "share_scope": options["share"],
+        "enabled": not options["disabled"],
+    }
+    for key, option in (
+        ("url", "url"),
+        ("command", "command_"),
+        ("connect_timeout_seconds", "connect_timeout"),
+        ("call_timeout_seconds", "call_timeout"),
+    ):
+        if options[option] is not None:
+            fields[key] = options[option]
+    if options["args"]:
+        fields["args"] = list(options["args"])
+    headers = _secrets(options["headers"], "header")
+    env = _secrets(options["env"], "env")
+    box = SecretBox.from_env(settings_or_exit().home)
+    server_id = uuid.uuid4()
+
+    async def add(conn: Any) -> Any:
+        uid = await _user_id(conn, options["as_user"])
+        shared = [await _user_id(conn, name) for name in options["share_with"]]
+        return await mcp_server_create(
+            conn,
+            server_id,
+            uid,
+            fields,
+            shared_with=shared,
+            headers=seal_map(box, server_id, "headers", headers) if headers else None,
+            env=seal_map(box, server_id, "env", env) if env else None,
+        )
+
+    row = with_database(add)
+    click.echo(f"added MCP server {row.slug} ({row.transport}, {row.share_scope})", err=True)
+
+
+@mcp.command("list")
+@click.option("--as", "as_user", default="admin", show_default=True, help=AS_HELP)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+def list_command(as_user: str, as_json: bool) -> None:
+    """List the MCP servers the user sees (never a header's or env's value)."""
+    from yuxi.queue.mcp import mcp_server_list
+
+    async def listed(conn: Any) -> Any:
+        return await mcp_server_list(conn, await _user_id(conn, as_user))
+
+    rows = with_database(listed)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("no MCP servers", err=True)
+        return
+    echo_table(
+        ("SLUG", "TRANSPORT", "TARGET", "SECRETS", "SHARE", "STATE"),
+        [
+            [
+                m.slug,
+                m.transport,
+                m.url or " ".join([m.command or "", *m.args]),
+                cell(", ".join([*m.header_names, *m.env_names])),
+                m.share_scope,
+                "enabled" if m.enabled else "disabled",
+            ]
+            for m in rows
+        ],
+    )
+
+
+@mcp.command("remove")
+@click.argument("slug")
+@click.option("--as", "as_user", default="admin", show_default=True, help=AS_HELP)
+def remove_command(slug: str, as_user: str) -> None:
+    """Remove MCP server SLUG."""
+    from yuxi.queue.mcp import mcp_server_delete
+
+    async def remove(conn: Any) -> None:
+        await mcp_server_delete(conn, await _user_id(conn, as_user), slug)
+
+    with_database(remove)
+    click.echo(f"removed MCP server {slug}", err=True)
+
+
+@mcp.command("tools")
+@click.argument("slug")
+@click.option("--as", "as_user", default="admin", show_default=True, help=AS_HELP)
+@click.option("--wait", "wait_seconds", default=20.0, show_default=True, help="Seconds to wait.")
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+def tools_command(slug: str, as_user: str, wait_seconds: float, as_json: bool) -> None:
+    """The tools a worker discovers on SLUG now (needs a running worker)."""
+    import asyncio
+
+    from yuxi.queue.mcp import mcp_tools_get, mcp_tools_request
+
+    async def discover(conn: Any) -> Any:
+        uid = await _user_id(conn, as_user)
+        listed = await mcp_tools_request(conn, uid, slug, max_age_seconds=0)
+        deadline = time.monotonic() + wait_seconds
+        while listed.pending and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            listed = await mcp_tools_get(conn, uid, slug)
+        return listed
+
+    listed = with_database(discover)
+    if as_json:
+        echo_json(listed)
+        return
+    if listed.pending:
+        raise click.ClickException(f"no worker discovered {slug}'s tools yet (is one running?)")
+    if listed.error:
+        raise click.ClickException(listed.error)
+    echo_table(
+        ("TOOL", "DESCRIPTION"),
+        [[t["tool"], _first_line(t.get("description"))] for t in listed.tools],
+    )
+
+
+def _first_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[0] if lines else "-"
+
+
+@mcp.command("rekey")
+def rekey_command() -> None:
+    """Re-seal every MCP server's headers and env under the current server key (after
+    a rotation, as ``yuxi model rekey`` does for model keys)."""
+    from yuxi.runtime.mcp.secrets import secret_context
+    from yuxi.runtime.secret_box import SecretBox, SecretError
+
+    box = SecretBox.from_env(settings_or_exit().home)
+
+    async def rekey(conn: Any) -> int:
+        done = 0
+        for kind in ("headers", "env"):
+            cur = await conn.execute(
+                f"SELECT id, {kind}_sealed FROM yuxi.mcp_servers"
+                f" WHERE {kind}_sealed IS NOT NULL ORDER BY id"
+            )
+            for server_id, sealed in await cur.fetchall():
+                if not box.needs_rekey(bytes(sealed)):
+                    continue
+                context = secret_context(server_id, kind)
+                try:
+                    opened = box.open(bytes(sealed), context)
+                except SecretError as error:
+                    raise click.ClickException(f"MCP server {server_id}: {error}") from None
+                # only if unchanged meanwhile
+                await conn.execute(
+                    f"UPDATE yuxi.mcp_servers SET {kind}_sealed = %s"
+                    f" WHERE id = %s AND {kind}_sealed = %s",
+                    (box.seal(opened, context), server_id, sealed),
+                )
+                done += 1
+        return done
+
+    click.echo(f"re-sealed {with_database(rekey)} MCP secrets", err=True)
