@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import io
 import json
 import logging
 import subprocess
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -332,3 +334,47 @@ async def test_a_subagent_uses_the_mcp_servers_of_its_own_context(
         ("web-helper", ["web"]),
         ("bare-helper", []),
     ]
+
+
+async def test_a_skills_mcp_server_is_mounted_when_the_skill_is_activated(
+    api: Api, worker: None, mcp_http: RunningServer
+) -> None:
+    await register(
+        api,
+        "admin",
+        slug="lookup",
+        name="Lookup",
+        transport="streamable_http",
+        url=mcp_http.url,
+        share_scope="all",
+    )
+    skill = (
+        "---\nname: web-lookup\ndescription: Looks things up with the lookup server.\n"
+        "dependencies:\n  mcps: [lookup]\n---\n\nCall lookup__echo with the question.\n"
+    )
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("web-lookup/SKILL.md", skill)
+    uploaded = await api.admin.post(
+        "/api/skills",
+        content=archive.getvalue(),
+        headers={"Content-Type": "application/zip"},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    # the agent names no MCP server: only the skill brings one
+    await seed_agent(api, "looker", mcps=[], skills=["web-lookup"])
+    thread = await api.thread("alice", agent="looker")
+
+    async def say(query: str) -> str:
+        view = await api.submit(thread, query)
+        return await output_of(api, view)
+
+    call = '/tool lookup__echo {"text": "hi"}'
+    assert await say(call) == "tool lookup__echo is not available"  # hidden until active
+    activated = await say('/tool activate_skill {"name": "web-lookup"}')
+    assert "Skill web-lookup is active" in activated
+    assert "echo:hi" in await say(call)
+    runs = await api.sql(
+        "SELECT manifest -> 'mcp_servers' FROM yuxi.agent_runs WHERE thread_id = %s", thread
+    )
+    assert all([s["slug"] for s in servers] == ["lookup"] for (servers,) in runs)
