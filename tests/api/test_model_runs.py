@@ -288,3 +288,48 @@ async def test_a_provider_error_echoing_a_users_key_never_shows_it(
         "SELECT error_message FROM yuxi.agent_runs WHERE run_id = %s", result["run_id"]
     )
     assert key not in stored[0][0]
+
+
+async def test_usage_counts_a_summarisation_call_like_the_stub_reports_it(
+    api: Api, worker: None, stub: StubServer
+) -> None:
+    created = await api.admin.post(
+        "/api/models",
+        json={
+            "spec": "openai:summing",
+            "name": "Summing",
+            "base_url": stub.base_url,
+            "api_key": PLATFORM_KEY,
+            "capabilities": {"function_calling": False},
+        },
+    )
+    assert created.status_code == 201, created.text
+    agent = await api.admin.post(
+        "/api/agents",
+        json={
+            "slug": "forgetful",
+            "name": "Forgetful",
+            "backend_id": "chatbot",
+            "config": {
+                "context": {
+                    "model": "openai:summing",
+                    "summary_threshold": 2,
+                    "summary_keep_messages": 1,
+                }
+            },
+        },
+    )
+    assert agent.status_code == 201, agent.text
+    thread = await api.thread("alice", agent="forgetful")
+    first = await _run(api, "alice", thread, "one", "openai:summing")
+    assert first["status"] == "completed", first
+    seen = len(stub.requests)
+    # the history now passes the threshold: a summary call, then the answer
+    second = await _run(api, "alice", thread, "two", "openai:summing")
+    assert second["status"] == "completed", second
+    calls = stub.requests[seen:]
+    assert len(calls) == 2
+    assert any("summar" in json.dumps(c.body["messages"]).lower() for c in calls)
+    # every call reports 3 prompt and 5 completion tokens: both are counted
+    assert second["usage"]["input_tokens"] == 3 * 2 and second["usage"]["output_tokens"] == 5 * 2
+    assert first["usage"]["input_tokens"] == 3 and first["usage"]["output_tokens"] == 5
