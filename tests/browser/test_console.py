@@ -22,6 +22,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 TIMEOUT_MS = 20_000
+ACTIVE_RUN = {"pending", "running", "cancel_requested"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -482,6 +483,26 @@ async def test_script_and_javascript_links_render_inert(open_tab: Any, stack: Ap
 # -- files, jobs, panels -------------------------------------------------------------
 
 
+async def _hold_history_until_the_run_ends(page: Any, stack: Api, thread_id: str) -> None:
+    """The page's next history read waits until the thread's next run has finished."""
+    import asyncio
+    import time
+
+    before = (await stack.alice.get(f"/api/chat/thread/{thread_id}/history")).json()
+    ended = len([r for r in before["runs"] if r["status"] not in ACTIVE_RUN])
+
+    async def hold(route: Any) -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            history = (await stack.alice.get(f"/api/chat/thread/{thread_id}/history")).json()
+            if len([r for r in history["runs"] if r["status"] not in ACTIVE_RUN]) > ended:
+                break
+            await asyncio.sleep(0.05)
+        await route.continue_()
+
+    await page.route("**/history", hold, times=1)
+
+
 async def test_files_attachments_and_artifacts(open_tab: Any, stack: Api, shots: Shots) -> None:
     from playwright.async_api import expect
 
@@ -495,8 +516,14 @@ async def test_files_attachments_and_artifacts(open_tab: Any, stack: Api, shots:
         files=[{"name": "shopping.txt", "mimeType": "text/plain", "buffer": b"milk\neggs\n"}]
     )
     await expect(panel.locator(".attachments li", has_text="shopping.txt")).to_be_visible()
+    # The page reads the history after its submit; a fast run may be over by then, so it
+    # is never streamed: the panels must hear of its end all the same. The history read
+    # that follows the submit is held until the run has finished, so that this case is
+    # the one tested, every time (it once failed when the machine happened to be quick).
+    await _hold_history_until_the_run_ends(page, stack, thread_id)
     await send(page, '/tool write_file {"path": "outputs/list.md", "content": "- milk"}')
     await expect(assistant(page, "tool write_file returned")).to_be_visible()
+    assert await page.locator(".msg.streaming").count() == 0, "the run was never streamed"
     artifact = panel.locator(".artifacts li", has_text="list.md")
     await expect(artifact).to_be_visible()
     await artifact.get_by_role("button").click()
