@@ -95,8 +95,19 @@ export default {
 
     async function refresh() {
       const mine = ++drawn;
+      clearTimeout(timer);
       let kbs;
+      let docs = null;
       try {
+        // the documents first, then the list: its counts are never older than they are
+        if (selected) {
+          try {
+            docs = await api("GET", `/api/knowledge-bases/${selected}/documents`);
+          } catch (e) {
+            if (e.status !== 404) throw e;
+            selected = null; // deleted meanwhile
+          }
+        }
         kbs = await api("GET", "/api/knowledge-bases");
       } catch (e) {
         report(e);
@@ -106,16 +117,18 @@ export default {
       if (selected && !kbs.some((kb) => kb.id === selected)) selected = null;
       fill(list, kbs.length ? kbs.map(kbItem) : h("li", { class: "empty" }, t("kb.none")));
       const kb = kbs.find((k) => k.id === selected);
-      if (kb) await showDetail(kb);
+      if (kb && docs) showDetail(kb, docs);
       else {
         detail.hidden = true;
+        detailFor = null;
         fill(detail);
       }
+      // watch the ingestion while a document is queued or processing
+      if (docs && docs.some((doc) => BUSY.has(doc.status))) timer = setTimeout(refresh, POLL_MS);
     }
 
     function select(id) {
       selected = id;
-      fill(detail);
       refresh();
     }
 
@@ -143,7 +156,7 @@ export default {
     // the detail is built once per knowledge base; its document list is redrawn
     let detailFor = null;
     let documents = null;
-    async function showDetail(kb) {
+    function showDetail(kb, docs) {
       const writable = kb.uid === ctx.me.id;
       if (detailFor !== kb.id || !detail.firstChild) {
         detailFor = kb.id;
@@ -173,18 +186,7 @@ export default {
             : null,
         );
       }
-      let docs;
-      try {
-        docs = await api("GET", `/api/knowledge-bases/${kb.id}/documents`);
-      } catch (e) {
-        report(e);
-        return;
-      }
-      if (disposed || detailFor !== kb.id) return;
       fill(documents, docs.length ? docs.map((doc) => documentItem(kb, doc, writable)) : h("li", { class: "empty" }, t("kb.noDocuments")));
-      // watch the ingestion while a document is queued or processing
-      clearTimeout(timer);
-      if (docs.some((doc) => BUSY.has(doc.status))) timer = setTimeout(refresh, POLL_MS);
     }
 
     function uploadField(kb) {
