@@ -234,6 +234,65 @@ async def test_a_tool_call_waits_for_approval(open_tab: Any, stack: Api, shots: 
     await expect(page.locator("details.tool-result", has_text="calculator").first).to_be_visible()
 
 
+async def test_a_rejected_tool_call_is_not_run(open_tab: Any, stack: Api) -> None:
+    from playwright.async_api import expect
+
+    thread_id = await stack.thread(title="reject")
+    tab = await open_tab()
+    page = tab.page
+    await goto_thread(tab, stack, thread_id)
+    await page.get_by_label("Tool approval").select_option("ask")
+    await send(page, '/tool calculator {"expression": "6*7"}')
+    approval = page.locator(".interrupt")
+    await expect(approval).to_contain_text("calculator")
+    await approval.get_by_label("Reason (if you reject)").fill("not today")
+    await approval.get_by_role("button", name="Reject").click()
+    await expect(approval).to_be_hidden()
+    await expect(page.locator(".run-footer .run-status").last).to_have_text("completed")
+    result = page.locator("details.tool-result", has_text="calculator").last
+    await result.locator("summary").click()
+    await expect(result.locator("pre")).to_contain_text("not today")
+    assert await page.get_by_text("returned: 42").count() == 0, "the call never ran"
+
+
+# -- threads -------------------------------------------------------------------------
+
+
+async def test_a_thread_with_another_agent_is_renamed_then_deleted(
+    open_tab: Any, stack: Api
+) -> None:
+    from playwright.async_api import expect
+
+    tab = await open_tab()
+    page = tab.page
+    await page.goto(f"{stack.base_url}/")
+    threads = page.locator("#threads")
+    await threads.get_by_label("Agent").select_option("private")
+    await threads.get_by_label("Title").fill("draft")
+    await threads.get_by_role("button", name="Create").click()
+    await expect(page).to_have_url(re.compile(r"#/thread/[0-9a-f-]{36}$"))
+    thread_id = page.url.rsplit("/", 1)[1]
+    header = page.locator(".thread-header")
+    await expect(header.locator(".agent")).to_have_text("private")
+
+    await header.get_by_role("button", name="Rename").click()
+    await header.get_by_label("New title").fill("final")
+    await header.get_by_label("New title").press("Enter")
+    await expect(header.locator("h2")).to_have_text("final")
+    await expect(page.locator(f'.thread-list a[data-thread-id="{thread_id}"]')).to_contain_text(
+        "final"
+    )
+    history = (await stack.alice.get(f"/api/chat/thread/{thread_id}/history")).json()
+    assert history["thread"]["title"] == "final"
+
+    await header.get_by_role("button", name="Delete").click()
+    await header.get_by_role("button", name="Really delete?").click()
+    await expect(page).to_have_url(re.compile(r"#/$"))
+    await expect(page.locator(f'.thread-list a[data-thread-id="{thread_id}"]')).to_have_count(0)
+    gone = await stack.alice.get(f"/api/chat/thread/{thread_id}/history")
+    assert gone.status_code == 404
+
+
 # -- the queue -----------------------------------------------------------------------
 
 
@@ -278,12 +337,20 @@ async def test_cancel_then_continue_the_paused_backlog(open_tab: Any, stack: Api
     await send(page, "/sleep 60")
     await expect(page.get_by_role("button", name="Cancel run")).to_be_visible()
     await send(page, "later")
+    await send(page, "never mind")
     await expect(page.locator(".queue-list li", has_text="later")).to_be_visible()
+    # a queued message is cancelled from the panel: it never runs
+    dropped = page.locator(".queue-list li", has_text="never mind")
+    await dropped.get_by_role("button", name="Cancel").click()
+    await expect(dropped).to_have_count(0)
+    await expect(page.locator(".queue-list li")).to_have_count(1)
     await page.get_by_role("button", name="Cancel run").click()
     await expect(page.locator(".run-footer .run-status").last).to_have_text("cancelled")
     await expect(page.locator(".paused-reason")).to_contain_text("cancelled")
     await page.get_by_role("button", name="Continue the queue").click()
     await expect(assistant(page, "echo: later")).to_be_visible()
+    await expect(page.locator(".run-footer .run-status").last).to_have_text("completed")
+    assert await assistant(page, "echo: never mind").count() == 0
 
 
 async def test_a_failed_run_shows_its_error_code(open_tab: Any, stack: Api) -> None:
@@ -296,6 +363,16 @@ async def test_a_failed_run_shows_its_error_code(open_tab: Any, stack: Api) -> N
     error = tab.page.locator(".run-footer .run-error")
     await expect(error).to_contain_text("the model broke")
     await expect(tab.page.locator(".run-footer .run-status").last).to_have_text("failed")
+    # its details: status, error, and the raw stored events, ending with its end
+    await tab.page.locator(".run-footer button", has_text="details").last.click()
+    details = tab.page.locator(".run-details")
+    await expect(details.locator(".run-status")).to_have_text("failed")
+    await expect(details.locator(".run-error")).to_contain_text("the model broke")
+    await details.get_by_role("button", name="Load events").click()
+    events = details.locator(".event-list > li")
+    await expect(events.first.locator("code")).to_have_text("0 init")
+    await expect(events.last.locator("code")).to_have_text(re.compile(r"^\d+ end$"))
+    await expect(events.last.locator("pre")).to_contain_text('"status": "failed"')
     # a second message on a thread whose backlog is fine is accepted; an API error shows its code
     await tab.page.get_by_label("If busy").select_option("steer")
     await send(tab.page, "x" * 10)

@@ -5,7 +5,8 @@ import { api } from "../api.js";
 import { field, fill, h, uid } from "../dom.js";
 import { t } from "../i18n.js";
 
-const COLUMNS = ["runs", "input_tokens", "output_tokens", "total_tokens"];
+// in and out (their sum is the footer's); a 22rem panel has no room for more
+const COLUMNS = ["runs", "input_tokens", "output_tokens"];
 
 export function formatCost(cost) {
   return cost === null || cost === undefined ? "—" : `$${Number(cost).toFixed(4)}`;
