@@ -657,6 +657,24 @@ async def test_panels_follow_the_apis_the_server_has(open_tab: Any, stack: Api) 
     await page.reload()
     await expect(page.get_by_role("tab", name="Workspace")).to_be_visible()
 
+    # the knowledge, models and usage panels, likewise, are there while their routes are
+    for tab_name in ("Knowledge", "Models", "Usage"):
+        await expect(page.get_by_role("tab", name=tab_name)).to_be_visible()
+
+    async def without(route: Any) -> None:
+        response = await route.fetch()
+        doc = await response.json()
+        for path in ("/api/knowledge-bases/{kb_id}/search", "/api/me/models", "/api/usage"):
+            del doc["paths"][path]
+        await route.fulfill(response=response, json=doc)
+
+    await page.unroute("**/schema/openapi.json")
+    await page.route("**/schema/openapi.json", without)
+    await page.reload()
+    await expect(page.get_by_role("tab", name="Jobs")).to_be_visible()
+    for tab_name in ("Knowledge", "Models", "Usage"):
+        assert await page.get_by_role("tab", name=tab_name).count() == 0, tab_name
+
 
 # -- languages, layout, accessibility ------------------------------------------------
 
@@ -704,6 +722,10 @@ async def test_keyboard_only_and_shift_enter(open_tab: Any, stack: Api) -> None:
     await page.keyboard.press("ArrowRight")
     await expect(page.get_by_role("tab", name="Run")).to_be_focused()
     await expect(page.get_by_role("tab", name="Run")).to_have_attribute("aria-selected", "true")
+    await page.keyboard.press("End")
+    await expect(page.get_by_role("tab", name="Jobs")).to_be_focused()
+    await page.keyboard.press("Home")
+    await expect(page.get_by_role("tab", name="Queue")).to_be_focused()
 
 
 async def test_a_phone_width_screen(open_tab: Any, stack: Api, shots: Shots) -> None:
