@@ -44,7 +44,7 @@ function modelFacts(model) {
 function modelForm(title, submitLabel, onSubmit) {
   const spec = h("input", { name: "spec", required: true, autocomplete: "off", placeholder: "openai:gpt-4o-mini", class: "mono" });
   const name = h("input", { name: "name", required: true, autocomplete: "off", maxlength: "200" });
-  const baseUrl = h("input", { name: "base_url", type: "url", autocomplete: "off", placeholder: "https://api.openai.com/v1" });
+  const baseUrl = h("input", { name: "base_url", type: "url", autocomplete: "off" });
   // never pre-filled, never read back: the browser must not offer to save it either
   const key = h("input", { name: "api_key", type: "password", autocomplete: "new-password", spellcheck: "false" });
   const contextWindow = h("input", { name: "context_window", type: "number", min: "1", step: "1" });
@@ -59,7 +59,7 @@ function modelForm(title, submitLabel, onSubmit) {
     h("h3", {}, title),
     field(t("models.spec"), spec, t("models.specHint")),
     field(t("models.name"), name),
-    field(t("models.baseUrl"), baseUrl),
+    field(t("models.baseUrl"), baseUrl, t("models.baseUrlHint")),
     field(t("models.apiKey"), key, t("models.apiKeyHint")),
     h("fieldset", { class: "caps" }, h("legend", {}, t("models.capabilities")), boxes.map((b) => b.node)),
     field(t("models.contextWindow"), contextWindow),

@@ -37,7 +37,8 @@ export function usageTable(rows, { day = false, user = null, runs = true } = {})
           h(
             "tr",
             { dataset: { model: row.model } },
-            day ? cell(row.day) : null,
+            // MM-DD fits the panel; the whole date is the element's datetime and title
+            day ? cell(h("time", { datetime: row.day, title: row.day }, row.day.slice(5))) : null,
             user ? cell(user(row.uid)) : null,
             cell(row.model),
             columns.map((c) => cell((row[c] || 0).toLocaleString(), true)),
