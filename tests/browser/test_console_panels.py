@@ -27,6 +27,8 @@ __all__ = ["_expect_timeout", "open_tab"]
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
+TEA = "# Tea\n\nLongjing green tea grows near Hangzhou.\n\n龙井茶产于杭州西湖。\n"
+
 
 # -- knowledge bases -----------------------------------------------------------------
 
@@ -52,12 +54,25 @@ async def test_a_knowledge_base_is_created_filled_watched_searched_and_deleted(
     detail = panel.locator(".kb-detail")
     await expect(detail.get_by_role("heading", name="Tea handbook")).to_be_visible()
 
+    # every status the page shows a document in, in order
+    await page.evaluate(
+        """() => {
+          window.__statuses = {};
+          new MutationObserver(() => {
+            for (const li of document.querySelectorAll(".kb-doc")) {
+              const name = li.querySelector(".kb-doc-name").textContent;
+              const seen = (window.__statuses[name] ||= []);
+              if (seen[seen.length - 1] !== li.dataset.status) seen.push(li.dataset.status);
+            }
+          }).observe(document.body, { childList: true, subtree: true });
+        }"""
+    )
     await detail.get_by_label("Upload documents").set_input_files(
         files=[
             {
                 "name": "tea.md",
                 "mimeType": "text/markdown",
-                "buffer": "# Tea\n\nLongjing green tea grows near Hangzhou.\n\n龙井茶产于杭州西湖。\n".encode(),
+                "buffer": TEA.encode(),
             },
             {"name": "broken.pdf", "mimeType": "application/pdf", "buffer": b"%PDF-1.4 not really"},
         ]
@@ -70,6 +85,11 @@ async def test_a_knowledge_base_is_created_filled_watched_searched_and_deleted(
     await expect(broken.locator(".kb-status")).to_have_text("failed")
     await expect(broken.locator(".kb-doc-error")).to_contain_text("cannot read it as pdf")
     await expect(kb).to_contain_text("documents ready: 1/2")
+    statuses = await page.evaluate("window.__statuses")
+    # queued as the upload answers; processing only if a poll happened to catch it
+    assert statuses["tea.md"][0] == "queued" and statuses["tea.md"][-1] == "ready", statuses
+    assert set(statuses["tea.md"]) <= {"queued", "processing", "ready"}, statuses
+    assert statuses["broken.pdf"][0] == "queued" and statuses["broken.pdf"][-1] == "failed"
 
     await detail.get_by_label("Query").fill("Hangzhou")
     await detail.get_by_label("Query").press("Enter")
@@ -155,7 +175,9 @@ async def test_models_platform_and_own_keys_never_shown(
 
     # the agent form's model picker offers it
     await page.get_by_role("tab", name="Agent").click()
-    picker = page.locator('.config-form[data-agent=chatbot] datalist option[value="openai:team-gpt"]')
+    picker = page.locator(
+        '.config-form[data-agent=chatbot] datalist option[value="openai:team-gpt"]'
+    )
     await expect(picker).to_have_attribute("label", "Team GPT")
 
     # alice may pick it; her own model with her own key is hers alone

@@ -156,6 +156,7 @@ export default {
     // the detail is built once per knowledge base; its document list is redrawn
     let detailFor = null;
     let documents = null;
+    let shownDocs = [];
     function showDetail(kb, docs) {
       const writable = kb.uid === ctx.me.id;
       if (detailFor !== kb.id || !detail.firstChild) {
@@ -186,6 +187,7 @@ export default {
             : null,
         );
       }
+      shownDocs = docs;
       fill(documents, docs.length ? docs.map((doc) => documentItem(kb, doc, writable)) : h("li", { class: "empty" }, t("kb.noDocuments")));
     }
 
@@ -197,7 +199,12 @@ export default {
         const body = new FormData();
         for (const file of input.files) body.append("file", file);
         try {
-          await api("POST", `/api/knowledge-bases/${kb.id}/documents`, body);
+          // the documents as the upload answers (queued) at once, then as they progress
+          const added = await api("POST", `/api/knowledge-bases/${kb.id}/documents`, body);
+          if (!disposed && detailFor === kb.id) {
+            const ids = new Set(added.map((doc) => doc.id));
+            showDetail(kb, [...shownDocs.filter((doc) => !ids.has(doc.id)), ...added]);
+          }
         } catch (e) {
           report(e);
         }
