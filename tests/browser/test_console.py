@@ -632,6 +632,31 @@ async def test_a_scheduled_job_is_created_and_run_now(open_tab: Any, stack: Api)
     await expect(assistant(page, "echo: hello from cron")).to_be_visible()
 
 
+async def test_the_workspace_files_are_edited(open_tab: Any, stack: Api) -> None:
+    from playwright.async_api import expect
+
+    tab = await open_tab("bob")
+    page = tab.page
+    await page.goto(f"{stack.base_url}/")
+    await page.get_by_role("tab", name="Workspace").click()
+    panel = page.locator(".panel-body")
+    await panel.get_by_label("File").select_option("agents/USER.md")
+    content = panel.get_by_label("Content")
+    await content.fill("我叫小明，喜欢简短的回答。\n")
+    await panel.get_by_role("button", name="Save").click()
+    await expect(panel.get_by_role("status")).to_have_text("Saved.")
+    stored = await stack.bob.get("/api/workspace/files/agents/USER.md")
+    assert stored.text == "我叫小明，喜欢简短的回答。\n"
+    # another file, then back: what was saved is read again
+    await panel.get_by_label("File").select_option("agents/AGENTS.md")
+    await expect(content).not_to_have_value("我叫小明，喜欢简短的回答。\n")
+    await panel.get_by_label("File").select_option("agents/USER.md")
+    await expect(content).to_have_value("我叫小明，喜欢简短的回答。\n")
+    # it is bob's alone
+    alices = await stack.alice.get("/api/workspace/files/agents/USER.md")
+    assert "小明" not in alices.text
+
+
 async def test_panels_follow_the_apis_the_server_has(open_tab: Any, stack: Api) -> None:
     """The workspace panel needs GET/PUT /api/workspace/files/{name}: absent while the
     server lacks the route, present (with no console change) once /schema lists it."""
