@@ -126,7 +126,7 @@ async def test_a_knowledge_base_is_created_filled_watched_searched_and_deleted(
     assert (await stack.alice.get("/api/knowledge-bases")).json() == []
 
 
-async def test_a_knowledge_base_on_a_phone_in_chinese(open_tab: Any, stack: Api) -> None:
+async def test_the_panels_on_a_phone_in_chinese(open_tab: Any, stack: Api, shots: Shots) -> None:
     from playwright.async_api import expect
 
     tab = await open_tab(viewport=PHONE, lang="zh")
@@ -140,6 +140,15 @@ async def test_a_knowledge_base_on_a_phone_in_chinese(open_tab: Any, stack: Api)
     await expect(panel.locator(".kb-list li", has_text="茶")).to_contain_text("仅自己")
     width = await page.evaluate("document.documentElement.scrollWidth")
     assert width <= PHONE["width"], "nothing overflows sideways"
+    # the models and usage panels fit too: their forms and tables stay in the drawer
+    await page.get_by_role("tab", name="模型").click()
+    await expect(panel.get_by_role("heading", name="可选用的模型")).to_be_visible()
+    await page.get_by_role("tab", name="用量").click()
+    await expect(panel.get_by_label("时间范围")).to_be_visible()
+    drawer = await page.locator("#panels").evaluate("(el) => [el.scrollWidth, el.clientWidth]")
+    assert drawer[0] <= drawer[1], drawer
+    assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    await shots.take(page, "usage-phone-zh")
 
 
 # -- models --------------------------------------------------------------------------
@@ -412,13 +421,13 @@ async def test_a_stream_cut_mid_run_resumes_from_its_last_seq(
     await page.goto(f"{proxy.base_url}/#/thread/{thread_id}")
     await expect(page.locator(".composer")).to_be_visible()
     proxy.armed = True
-    await send(page, "/sleep 3")
+    await send(page, "/sleep 4")
     # the server closed the stream while the run sleeps: the page says so, and comes back
     await expect(page.locator(".live-status")).to_contain_text("reconnecting")
     history = (await stack.alice.get(f"/api/chat/thread/{thread_id}/history")).json()
     [run] = history["runs"]
     assert run["status"] == "running", "the stream was cut mid-run"
-    await expect(assistant(page, "slept 3")).to_have_count(1)
+    await expect(assistant(page, "slept 4")).to_have_count(1)
     await expect(page.locator(".run-footer .run-status").last).to_have_text("completed")
 
     first, second, *others = [s for s in proxy.streams if run["run_id"] in s.path]
@@ -433,7 +442,7 @@ async def test_a_stream_cut_mid_run_resumes_from_its_last_seq(
     assert delivered + second.seqs() == stored, (delivered, second.seqs(), stored)
     # and the page shows the reply once: neither lost nor doubled
     texts = await page.locator(".messages .msg.assistant .text").all_inner_texts()
-    assert texts == ["slept 3"], texts
+    assert texts == ["slept 4"], texts
     # the browser logs the broken response; that one was asked for
     broken = [p for p in tab.problems if "ERR_INCOMPLETE_CHUNKED_ENCODING" in p]
     assert len(broken) == 1, tab.problems
