@@ -5,6 +5,7 @@ hostile Markdown, files, jobs, Chinese, a phone-width screen."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -165,10 +166,35 @@ async def test_a_revoked_token_returns_to_sign_in(open_tab: Any, stack: Api) -> 
         uid, token = await user_create(conn, "carol")
     tab = await open_tab(None)
     await tab.context.add_init_script(f"sessionStorage.setItem('yuxi.token', {json.dumps(token)})")
+    # the Agent panel's read of its agent, answered while the token was good, arrives
+    # only after the sign-out: the panel must not trip over the user being gone (it once
+    # did, reading ctx.me.is_admin of null, when a 401 came first by chance)
+    released = asyncio.Event()
+    held: list[str] = []
+
+    async def late(route: Any) -> None:
+        response = await route.fetch()
+        assert response.status == 200, response.status
+        held.append(route.request.url)
+        await released.wait()
+        await route.fulfill(response=response)
+
+    await tab.page.route("**/api/agents/*", late)
     await tab.page.goto(f"{stack.base_url}/")
     await expect(tab.page.locator(".top .who")).to_contain_text("carol")
+    for _ in range(500):  # the agent's answer is in hand (200) before the token goes
+        if held:
+            break
+        await asyncio.sleep(0.02)
+    assert held, "the agent's read was held"
     await stack.admin.delete(f"/api/users/{uid}/tokens")
     # the next call (the thread list refreshes every few seconds) answers 401
+    await expect(tab.page.get_by_label("API token")).to_be_visible()
+    # the panel goes on to read the models with no token: a 401 once more, then nothing
+    async with tab.page.expect_response("**/api/models") as models:
+        released.set()
+    assert (await models.value).status == 401
+    await tab.page.wait_for_timeout(300)  # the rest of the late answer is handled
     await expect(tab.page.get_by_label("API token")).to_be_visible()
 
 

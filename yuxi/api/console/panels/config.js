@@ -119,6 +119,7 @@ export default {
   requires: ["/api/agents/{slug}"],
   needsThread: false,
   mount(ctx, host) {
+    const me = ctx.me; // as signed in at mount: a 401 meanwhile signs out (ctx.me null)
     const picker = h("select", { name: "agent" });
     const body = h("div", { class: "config" });
     fill(host, h("h2", {}, t("panel.config")), field(t("config.agent"), picker), body);
@@ -150,7 +151,7 @@ export default {
         control: controlFor(item, context[item.key], Object.hasOwn(context, item.key), models),
       }));
       const status = h("p", { role: "status", class: "notice" });
-      const canSave = ctx.me.is_admin && ctx.has("/api/agents/{slug}");
+      const canSave = me.is_admin && ctx.has("/api/agents/{slug}");
       const fieldset = h("fieldset", { disabled: !canSave }, h("legend", { class: "sr-only" }, agent.name), controls.map((c) => c.control.node));
       const form = h(
         "form",

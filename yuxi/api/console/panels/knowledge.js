@@ -22,6 +22,7 @@ export default {
   ],
   needsThread: false,
   mount(ctx, host) {
+    const me = ctx.me; // as signed in at mount: a 401 meanwhile signs out (ctx.me null)
     const error = h("p", { class: "error", role: "alert" });
     const list = h("ul", { class: "kb-list" });
     const detail = h("section", { class: "kb-detail", hidden: true });
@@ -77,7 +78,7 @@ export default {
     });
 
     function kbItem(kb) {
-      const mine = kb.uid === ctx.me.id;
+      const mine = kb.uid === me.id;
       return h(
         "li",
         { class: kb.id === selected ? "current" : null, dataset: { kbId: kb.id } },
@@ -158,7 +159,7 @@ export default {
     let documents = null;
     let shownDocs = [];
     function showDetail(kb, docs) {
-      const writable = kb.uid === ctx.me.id;
+      const writable = kb.uid === me.id;
       if (detailFor !== kb.id || !detail.firstChild) {
         detailFor = kb.id;
         documents = h("ul", { class: "kb-docs" });
