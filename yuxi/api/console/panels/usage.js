@@ -8,8 +8,9 @@ import { t } from "../i18n.js";
 // in and out (their sum is the footer's); a 22rem panel has no room for more
 const COLUMNS = ["runs", "input_tokens", "output_tokens"];
 
+/** A cost in the unit of the models' prices (they name no currency); — when unpriced. */
 export function formatCost(cost) {
-  return cost === null || cost === undefined ? "—" : `$${Number(cost).toFixed(4)}`;
+  return cost === null || cost === undefined ? "—" : Number(cost).toFixed(4);
 }
 
 /** A table of usage rows: {day?, uid?, model, runs?, tokens…, cost}. */
