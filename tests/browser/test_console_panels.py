@@ -223,6 +223,19 @@ async def test_models_platform_and_own_keys_never_shown(
     ).to_have_attribute("label", "My llama (yours)")
     assert (await stack.bob.get("/api/me/models")).json() == []
 
+    # a key is replaced or removed, never shown
+    rotated = "sk-alice-rotated-key-9999"
+    await mine.get_by_role("tab", name="Models").click()
+    await mine_row.get_by_label("New API key").fill(rotated)
+    await mine_row.get_by_role("button", name="Replace key").click()
+    await expect(mine_row).to_contain_text("key …9999")
+    assert rotated not in await mine.content()
+    await mine_row.get_by_role("button", name="Remove key").click()
+    await mine_row.get_by_role("button", name="Really remove the key?").click()
+    await expect(mine_row).to_contain_text("no key")
+    [after] = (await stack.alice.get("/api/me/models")).json()
+    assert (after["has_key"], after["api_key_hint"]) == (False, None)
+
     # an admin disables the platform model: alice can no longer pick it
     await page.get_by_role("tab", name="Models").click()
     await row.get_by_label("Enabled").uncheck()
@@ -232,10 +245,10 @@ async def test_models_platform_and_own_keys_never_shown(
     await expect(alices.locator(".model-list.pickable")).to_contain_text("My llama")
 
     # removal asks twice
-    await mine_row.get_by_role("button", name="Remove").click()
+    await mine_row.get_by_role("button", name="Remove", exact=True).click()
     await mine_row.get_by_role("button", name="Really remove?").click()
     await expect(alices.locator(".model-list.mine")).to_contain_text("no models")
-    await row.get_by_role("button", name="Remove").click()
+    await row.get_by_role("button", name="Remove", exact=True).click()
     await row.get_by_role("button", name="Really remove?").click()
     await expect(panel.locator(".model-list.platform")).to_contain_text("No platform models.")
 

@@ -128,6 +128,38 @@ export default {
         : null,
     );
 
+    // a new key for a model (PATCH {api_key}), or none: the key is write-only here too
+    function keyEditor(path, model) {
+      const box = h("input", { type: "password", autocomplete: "new-password", spellcheck: "false", "aria-label": t("models.newKey") });
+      const set = h("button", { type: "submit" }, t("models.setKey"));
+      const form = h("form", { class: "key-form" }, box, set);
+      form.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        if (!box.value) return;
+        const key = box.value;
+        box.value = "";
+        try {
+          await api("PATCH", path, { api_key: key });
+        } catch (e) {
+          report(e);
+        }
+        refresh();
+      });
+      return [
+        form,
+        model.has_key
+          ? confirmButton(t("models.removeKey"), t("models.removeKeyConfirm"), async () => {
+              try {
+                await api("PATCH", path, { api_key: null });
+              } catch (e) {
+                report(e);
+              }
+              refresh();
+            })
+          : null,
+      ];
+    }
+
     function removeButton(path) {
       return confirmButton(t("models.remove"), t("models.removeConfirm"), async () => {
         try {
@@ -155,7 +187,13 @@ export default {
         h("strong", {}, model.name),
         " ",
         modelFacts(model),
-        h("div", { class: "buttons" }, h("span", { class: "checkbox" }, toggle, h("label", { for: toggle.id }, t("models.enabled"))), removeButton(`/api/models/${model.id}`)),
+        h(
+          "div",
+          { class: "buttons" },
+          h("span", { class: "checkbox" }, toggle, h("label", { for: toggle.id }, t("models.enabled"))),
+          keyEditor(`/api/models/${model.id}`, model),
+          removeButton(`/api/models/${model.id}`),
+        ),
       );
     }
 
@@ -179,7 +217,14 @@ export default {
         mine,
         own.length
           ? own.map((m) =>
-              h("li", { dataset: { modelId: m.id } }, h("strong", {}, m.name), " ", modelFacts(m), h("div", { class: "buttons" }, removeButton(`/api/me/models/${m.id}`))),
+              h(
+                "li",
+                { dataset: { modelId: m.id } },
+                h("strong", {}, m.name),
+                " ",
+                modelFacts(m),
+                h("div", { class: "buttons" }, keyEditor(`/api/me/models/${m.id}`, m), removeButton(`/api/me/models/${m.id}`)),
+              ),
             )
           : h("li", { class: "empty" }, t("models.noneMine")),
       );
