@@ -130,7 +130,7 @@ export default {
 
     // a new key for a model (PATCH {api_key}), or none: the key is write-only here too
     function keyEditor(path, model) {
-      const box = h("input", { type: "password", autocomplete: "new-password", spellcheck: "false", "aria-label": t("models.newKey") });
+      const box = h("input", { type: "password", autocomplete: "new-password", spellcheck: "false", "aria-label": t("models.newKey"), placeholder: t("models.newKey") });
       const set = h("button", { type: "submit" }, t("models.setKey"));
       const form = h("form", { class: "key-form" }, box, set);
       form.addEventListener("submit", async (event) => {
