@@ -5,6 +5,7 @@ hostile Markdown, files, jobs, Chinese, a phone-width screen."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 TIMEOUT_MS = 20_000
+ACTIVE_RUN = {"pending", "running", "cancel_requested"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -164,10 +166,35 @@ async def test_a_revoked_token_returns_to_sign_in(open_tab: Any, stack: Api) -> 
         uid, token = await user_create(conn, "carol")
     tab = await open_tab(None)
     await tab.context.add_init_script(f"sessionStorage.setItem('yuxi.token', {json.dumps(token)})")
+    # the Agent panel's read of its agent, answered while the token was good, arrives
+    # only after the sign-out: the panel must not trip over the user being gone (it once
+    # did, reading ctx.me.is_admin of null, when a 401 came first by chance)
+    released = asyncio.Event()
+    held: list[str] = []
+
+    async def late(route: Any) -> None:
+        response = await route.fetch()
+        assert response.status == 200, response.status
+        held.append(route.request.url)
+        await released.wait()
+        await route.fulfill(response=response)
+
+    await tab.page.route("**/api/agents/*", late)
     await tab.page.goto(f"{stack.base_url}/")
     await expect(tab.page.locator(".top .who")).to_contain_text("carol")
+    for _ in range(500):  # the agent's answer is in hand (200) before the token goes
+        if held:
+            break
+        await asyncio.sleep(0.02)
+    assert held, "the agent's read was held"
     await stack.admin.delete(f"/api/users/{uid}/tokens")
     # the next call (the thread list refreshes every few seconds) answers 401
+    await expect(tab.page.get_by_label("API token")).to_be_visible()
+    # the panel goes on to read the models with no token: a 401 once more, then nothing
+    async with tab.page.expect_response("**/api/models") as models:
+        released.set()
+    assert (await models.value).status == 401
+    await tab.page.wait_for_timeout(300)  # the rest of the late answer is handled
     await expect(tab.page.get_by_label("API token")).to_be_visible()
 
 
@@ -233,6 +260,65 @@ async def test_a_tool_call_waits_for_approval(open_tab: Any, stack: Api, shots: 
     await expect(page.locator("details.tool-result", has_text="calculator").first).to_be_visible()
 
 
+async def test_a_rejected_tool_call_is_not_run(open_tab: Any, stack: Api) -> None:
+    from playwright.async_api import expect
+
+    thread_id = await stack.thread(title="reject")
+    tab = await open_tab()
+    page = tab.page
+    await goto_thread(tab, stack, thread_id)
+    await page.get_by_label("Tool approval").select_option("ask")
+    await send(page, '/tool calculator {"expression": "6*7"}')
+    approval = page.locator(".interrupt")
+    await expect(approval).to_contain_text("calculator")
+    await approval.get_by_label("Reason (if you reject)").fill("not today")
+    await approval.get_by_role("button", name="Reject").click()
+    await expect(approval).to_be_hidden()
+    await expect(page.locator(".run-footer .run-status").last).to_have_text("completed")
+    result = page.locator("details.tool-result", has_text="calculator").last
+    await result.locator("summary").click()
+    await expect(result.locator("pre")).to_contain_text("not today")
+    assert await page.get_by_text("returned: 42").count() == 0, "the call never ran"
+
+
+# -- threads -------------------------------------------------------------------------
+
+
+async def test_a_thread_with_another_agent_is_renamed_then_deleted(
+    open_tab: Any, stack: Api
+) -> None:
+    from playwright.async_api import expect
+
+    tab = await open_tab()
+    page = tab.page
+    await page.goto(f"{stack.base_url}/")
+    threads = page.locator("#threads")
+    await threads.get_by_label("Agent").select_option("private")
+    await threads.get_by_label("Title").fill("draft")
+    await threads.get_by_role("button", name="Create").click()
+    await expect(page).to_have_url(re.compile(r"#/thread/[0-9a-f-]{36}$"))
+    thread_id = page.url.rsplit("/", 1)[1]
+    header = page.locator(".thread-header")
+    await expect(header.locator(".agent")).to_have_text("private")
+
+    await header.get_by_role("button", name="Rename").click()
+    await header.get_by_label("New title").fill("final")
+    await header.get_by_label("New title").press("Enter")
+    await expect(header.locator("h2")).to_have_text("final")
+    await expect(page.locator(f'.thread-list a[data-thread-id="{thread_id}"]')).to_contain_text(
+        "final"
+    )
+    history = (await stack.alice.get(f"/api/chat/thread/{thread_id}/history")).json()
+    assert history["thread"]["title"] == "final"
+
+    await header.get_by_role("button", name="Delete").click()
+    await header.get_by_role("button", name="Really delete?").click()
+    await expect(page).to_have_url(re.compile(r"#/$"))
+    await expect(page.locator(f'.thread-list a[data-thread-id="{thread_id}"]')).to_have_count(0)
+    gone = await stack.alice.get(f"/api/chat/thread/{thread_id}/history")
+    assert gone.status_code == 404
+
+
 # -- the queue -----------------------------------------------------------------------
 
 
@@ -277,12 +363,20 @@ async def test_cancel_then_continue_the_paused_backlog(open_tab: Any, stack: Api
     await send(page, "/sleep 60")
     await expect(page.get_by_role("button", name="Cancel run")).to_be_visible()
     await send(page, "later")
+    await send(page, "never mind")
     await expect(page.locator(".queue-list li", has_text="later")).to_be_visible()
+    # a queued message is cancelled from the panel: it never runs
+    dropped = page.locator(".queue-list li", has_text="never mind")
+    await dropped.get_by_role("button", name="Cancel").click()
+    await expect(dropped).to_have_count(0)
+    await expect(page.locator(".queue-list li")).to_have_count(1)
     await page.get_by_role("button", name="Cancel run").click()
     await expect(page.locator(".run-footer .run-status").last).to_have_text("cancelled")
     await expect(page.locator(".paused-reason")).to_contain_text("cancelled")
     await page.get_by_role("button", name="Continue the queue").click()
     await expect(assistant(page, "echo: later")).to_be_visible()
+    await expect(page.locator(".run-footer .run-status").last).to_have_text("completed")
+    assert await assistant(page, "echo: never mind").count() == 0
 
 
 async def test_a_failed_run_shows_its_error_code(open_tab: Any, stack: Api) -> None:
@@ -295,6 +389,16 @@ async def test_a_failed_run_shows_its_error_code(open_tab: Any, stack: Api) -> N
     error = tab.page.locator(".run-footer .run-error")
     await expect(error).to_contain_text("the model broke")
     await expect(tab.page.locator(".run-footer .run-status").last).to_have_text("failed")
+    # its details: status, error, and the raw stored events, ending with its end
+    await tab.page.locator(".run-footer button", has_text="details").last.click()
+    details = tab.page.locator(".run-details")
+    await expect(details.locator(".run-status")).to_have_text("failed")
+    await expect(details.locator(".run-error")).to_contain_text("the model broke")
+    await details.get_by_role("button", name="Load events").click()
+    events = details.locator(".event-list > li")
+    await expect(events.first.locator("code")).to_have_text("0 init")
+    await expect(events.last.locator("code")).to_have_text(re.compile(r"^\d+ end$"))
+    await expect(events.last.locator("pre")).to_contain_text('"status": "failed"')
     # a second message on a thread whose backlog is fine is accepted; an API error shows its code
     await tab.page.get_by_label("If busy").select_option("steer")
     await send(tab.page, "x" * 10)
@@ -482,6 +586,26 @@ async def test_script_and_javascript_links_render_inert(open_tab: Any, stack: Ap
 # -- files, jobs, panels -------------------------------------------------------------
 
 
+async def _hold_history_until_the_run_ends(page: Any, stack: Api, thread_id: str) -> None:
+    """The page's next history read waits until the thread's next run has finished."""
+    import asyncio
+    import time
+
+    before = (await stack.alice.get(f"/api/chat/thread/{thread_id}/history")).json()
+    ended = len([r for r in before["runs"] if r["status"] not in ACTIVE_RUN])
+
+    async def hold(route: Any) -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            history = (await stack.alice.get(f"/api/chat/thread/{thread_id}/history")).json()
+            if len([r for r in history["runs"] if r["status"] not in ACTIVE_RUN]) > ended:
+                break
+            await asyncio.sleep(0.05)
+        await route.continue_()
+
+    await page.route("**/history", hold, times=1)
+
+
 async def test_files_attachments_and_artifacts(open_tab: Any, stack: Api, shots: Shots) -> None:
     from playwright.async_api import expect
 
@@ -495,8 +619,14 @@ async def test_files_attachments_and_artifacts(open_tab: Any, stack: Api, shots:
         files=[{"name": "shopping.txt", "mimeType": "text/plain", "buffer": b"milk\neggs\n"}]
     )
     await expect(panel.locator(".attachments li", has_text="shopping.txt")).to_be_visible()
+    # The page reads the history after its submit; a fast run may be over by then, so it
+    # is never streamed: the panels must hear of its end all the same. The history read
+    # that follows the submit is held until the run has finished, so that this case is
+    # the one tested, every time (it once failed when the machine happened to be quick).
+    await _hold_history_until_the_run_ends(page, stack, thread_id)
     await send(page, '/tool write_file {"path": "outputs/list.md", "content": "- milk"}')
     await expect(assistant(page, "tool write_file returned")).to_be_visible()
+    assert await page.locator(".msg.streaming").count() == 0, "the run was never streamed"
     artifact = panel.locator(".artifacts li", has_text="list.md")
     await expect(artifact).to_be_visible()
     await artifact.get_by_role("button").click()
@@ -528,6 +658,31 @@ async def test_a_scheduled_job_is_created_and_run_now(open_tab: Any, stack: Api)
     await expect(assistant(page, "echo: hello from cron")).to_be_visible()
 
 
+async def test_the_workspace_files_are_edited(open_tab: Any, stack: Api) -> None:
+    from playwright.async_api import expect
+
+    tab = await open_tab("bob")
+    page = tab.page
+    await page.goto(f"{stack.base_url}/")
+    await page.get_by_role("tab", name="Workspace").click()
+    panel = page.locator(".panel-body")
+    await panel.get_by_label("File").select_option("agents/USER.md")
+    content = panel.get_by_label("Content")
+    await content.fill("我叫小明，喜欢简短的回答。\n")
+    await panel.get_by_role("button", name="Save").click()
+    await expect(panel.get_by_role("status")).to_have_text("Saved.")
+    stored = await stack.bob.get("/api/workspace/files/agents/USER.md")
+    assert stored.text == "我叫小明，喜欢简短的回答。\n"
+    # another file, then back: what was saved is read again
+    await panel.get_by_label("File").select_option("agents/AGENTS.md")
+    await expect(content).not_to_have_value("我叫小明，喜欢简短的回答。\n")
+    await panel.get_by_label("File").select_option("agents/USER.md")
+    await expect(content).to_have_value("我叫小明，喜欢简短的回答。\n")
+    # it is bob's alone
+    alices = await stack.alice.get("/api/workspace/files/agents/USER.md")
+    assert "小明" not in alices.text
+
+
 async def test_panels_follow_the_apis_the_server_has(open_tab: Any, stack: Api) -> None:
     """The workspace panel needs GET/PUT /api/workspace/files/{name}: absent while the
     server lacks the route, present (with no console change) once /schema lists it."""
@@ -552,6 +707,24 @@ async def test_panels_follow_the_apis_the_server_has(open_tab: Any, stack: Api) 
     await page.route("**/schema/openapi.json", with_workspace)
     await page.reload()
     await expect(page.get_by_role("tab", name="Workspace")).to_be_visible()
+
+    # the knowledge, models and usage panels, likewise, are there while their routes are
+    for tab_name in ("Knowledge", "Models", "Usage"):
+        await expect(page.get_by_role("tab", name=tab_name)).to_be_visible()
+
+    async def without(route: Any) -> None:
+        response = await route.fetch()
+        doc = await response.json()
+        for path in ("/api/knowledge-bases/{kb_id}/search", "/api/me/models", "/api/usage"):
+            del doc["paths"][path]
+        await route.fulfill(response=response, json=doc)
+
+    await page.unroute("**/schema/openapi.json")
+    await page.route("**/schema/openapi.json", without)
+    await page.reload()
+    await expect(page.get_by_role("tab", name="Jobs")).to_be_visible()
+    for tab_name in ("Knowledge", "Models", "Usage"):
+        assert await page.get_by_role("tab", name=tab_name).count() == 0, tab_name
 
 
 # -- languages, layout, accessibility ------------------------------------------------
@@ -600,6 +773,10 @@ async def test_keyboard_only_and_shift_enter(open_tab: Any, stack: Api) -> None:
     await page.keyboard.press("ArrowRight")
     await expect(page.get_by_role("tab", name="Run")).to_be_focused()
     await expect(page.get_by_role("tab", name="Run")).to_have_attribute("aria-selected", "true")
+    await page.keyboard.press("End")
+    await expect(page.get_by_role("tab", name="Jobs")).to_be_focused()
+    await page.keyboard.press("Home")
+    await expect(page.get_by_role("tab", name="Queue")).to_be_focused()
 
 
 async def test_a_phone_width_screen(open_tab: Any, stack: Api, shots: Shots) -> None:

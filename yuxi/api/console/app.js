@@ -219,6 +219,8 @@ function moveTab(event, panels) {
   let next = null;
   if (event.key === "ArrowRight") next = panels[(index + 1) % panels.length];
   if (event.key === "ArrowLeft") next = panels[(index - 1 + panels.length) % panels.length];
+  if (event.key === "Home") next = panels[0];
+  if (event.key === "End") next = panels[panels.length - 1];
   if (!next) return;
   event.preventDefault();
   showPanel(next.id);

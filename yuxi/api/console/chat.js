@@ -273,6 +273,19 @@ export function mountChat(ctx, main, threadId) {
     );
   }
 
+  // A run may end before the page follows it (a fast run finishes between its submit
+  // and the history read): the panels hear of it all the same, as if it was streamed.
+  let endedRuns = null; // ids of the runs seen ended; null before the first load
+  function noticeEndedRuns(runs) {
+    const ended = runs.filter((run) => !ACTIVE.has(run.status)).map((run) => run.run_id);
+    const fresh = endedRuns ? ended.filter((id) => !endedRuns.has(id)) : [];
+    endedRuns = new Set(ended);
+    if (!fresh.length) return;
+    for (const id of fresh) ctx.emit("run-ended", id);
+    ctx.emit("queue-changed");
+    ctx.emit("files-changed");
+  }
+
   async function load() {
     const seq = ++loadSeq;
     let history;
@@ -296,6 +309,7 @@ export function mountChat(ctx, main, threadId) {
     ctx.history = history;
     renderHeader(history.thread);
     renderHistory(history);
+    noticeEndedRuns(history.runs);
     ctx.emit("thread-loaded", history);
     const latest = latestTopLevelRun(history.runs);
     try {
@@ -368,6 +382,7 @@ export function mountChat(ctx, main, threadId) {
         cancel.hidden = true;
         live.hidden = true;
         fill(live);
+        if (endedRuns) endedRuns.add(runId);
         ctx.emit("run-ended", runId);
         ctx.emit("queue-changed");
         ctx.emit("files-changed");

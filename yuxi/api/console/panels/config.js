@@ -19,7 +19,7 @@ function same(a, b) {
 }
 
 /** One control for an item: {node, read() → value | undefined (= leave unset)}. */
-export function controlFor(item, stored, hasStored) {
+export function controlFor(item, stored, hasStored, models = []) {
   const value = hasStored ? stored : item.default;
   const label = item.name || item.key;
   const hint = item.description || null;
@@ -51,10 +51,13 @@ export function controlFor(item, stored, hasStored) {
   }
   if (item.kind === "llm") {
     const listId = uid("models");
-    const choices = new Set([...(item.options || []), "builtin:scripted", value].filter(Boolean));
+    // the registry's models first (GET /api/models: those the user may pick), then the
+    // item's own options; the field stays free text for a model of the environment
+    const named = new Map(models.filter((m) => m.enabled).map((m) => [m.spec, m.owner === "user" ? `${m.name} (${t("models.owner.user")})` : m.name]));
+    const choices = new Set([...named.keys(), ...(item.options || []), "builtin:scripted", value].filter(Boolean));
     const el = h("input", { name: item.key, value: value ?? "", list: listId, autocomplete: "off", placeholder: "provider:model" });
     return {
-      node: [field(label, el, hint), h("datalist", { id: listId }, [...choices].map((c) => h("option", { value: c })))],
+      node: [field(label, el, hint), h("datalist", { id: listId }, [...choices].map((c) => h("option", { value: c, label: named.get(c) || null })))],
       read: () => el.value.trim(),
     };
   }
@@ -116,6 +119,7 @@ export default {
   requires: ["/api/agents/{slug}"],
   needsThread: false,
   mount(ctx, host) {
+    const me = ctx.me; // as signed in at mount: a 401 meanwhile signs out (ctx.me null)
     const picker = h("select", { name: "agent" });
     const body = h("div", { class: "config" });
     fill(host, h("h2", {}, t("panel.config")), field(t("config.agent"), picker), body);
@@ -133,12 +137,21 @@ export default {
       }
       if (mine !== showing) return;
       const context = (agent.config && agent.config.context) || {};
+      let models = [];
+      if (ctx.has("/api/models") && agent.configurable_items.some((item) => item.kind === "llm")) {
+        try {
+          models = await api("GET", "/api/models");
+        } catch {
+          // the picker still offers the item's own options
+        }
+        if (mine !== showing) return;
+      }
       const controls = agent.configurable_items.map((item) => ({
         item,
-        control: controlFor(item, context[item.key], Object.hasOwn(context, item.key)),
+        control: controlFor(item, context[item.key], Object.hasOwn(context, item.key), models),
       }));
       const status = h("p", { role: "status", class: "notice" });
-      const canSave = ctx.me.is_admin && ctx.has("/api/agents/{slug}");
+      const canSave = me.is_admin && ctx.has("/api/agents/{slug}");
       const fieldset = h("fieldset", { disabled: !canSave }, h("legend", { class: "sr-only" }, agent.name), controls.map((c) => c.control.node));
       const form = h(
         "form",
@@ -187,6 +200,7 @@ export default {
     })();
     picker.addEventListener("change", () => show(picker.value));
     const off = [
+
       ctx.on("thread-loaded", (history) => {
         if (history.thread.agent_id !== picker.value && picker.querySelector(`option[value="${CSS.escape(history.thread.agent_id)}"]`)) {
           picker.value = history.thread.agent_id;

@@ -99,7 +99,9 @@ export default {
       return h("li", { dataset: { path: entry.path } }, button, h("small", {}, ` ${info}`));
     }
 
+    let browsed = 0;
     async function browse(next) {
+      const mine = ++browsed;
       path = next;
       const parts = path ? path.split("/") : [];
       fill(
@@ -110,20 +112,25 @@ export default {
       try {
         const query = path ? `?${new URLSearchParams({ path })}` : "";
         const listing = await api("GET", `${base}/files${query}`);
+        if (mine !== browsed) return;
         fill(
           entries,
           listing.entries.length ? listing.entries.map(entryItem) : h("li", { class: "empty" }, t("files.emptyDir")),
           listing.truncated ? h("li", { class: "hint" }, t("files.truncated")) : null,
         );
       } catch (e) {
+        if (mine !== browsed) return;
         if (path) return browse("");
         report(e);
       }
     }
 
+    let refreshed = 0; // only the newest answer is drawn (two refreshes may cross)
     async function refresh() {
+      const mine = ++refreshed;
       try {
         const [rows, art] = await Promise.all([api("GET", `${base}/attachments`), api("GET", `${base}/artifacts`)]);
+        if (mine !== refreshed) return;
         fill(
           attachments,
           rows.length

@@ -8,9 +8,12 @@
 import config from "./config.js";
 import files from "./files.js";
 import jobs from "./jobs.js";
+import knowledge from "./knowledge.js";
+import models from "./models.js";
 import queue from "./queue.js";
 import run from "./run.js";
 import state from "./state.js";
+import usage from "./usage.js";
 import workspace from "./workspace.js";
 
-export const PANELS = [queue, run, files, state, config, workspace, jobs];
+export const PANELS = [queue, run, files, state, config, workspace, knowledge, models, usage, jobs];

@@ -37,8 +37,12 @@ export default {
       return message ? message.content : request.request_id;
     }
 
+    let again = false; // a change heard while a read is under way: read once more after it
     async function refresh() {
-      if (busy) return;
+      if (busy) {
+        again = true;
+        return;
+      }
       busy = true;
       let data;
       try {
@@ -48,6 +52,10 @@ export default {
         return;
       } finally {
         busy = false;
+        if (again) {
+          again = false;
+          setTimeout(refresh, 0);
+        }
       }
       const queue = data.queue;
       const running = queue.status === "running";

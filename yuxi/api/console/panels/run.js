@@ -5,6 +5,7 @@ import { api } from "../api.js";
 import { duration, field, fill, formatTime, h, json } from "../dom.js";
 import { t } from "../i18n.js";
 import { readAllEvents } from "../sse.js";
+import { formatCost, usageTable } from "./usage.js";
 
 function row(label, value, cls) {
   return [h("dt", {}, label), h("dd", { class: cls || null }, value ?? "—")];
@@ -18,8 +19,34 @@ export default {
   mount(ctx, host) {
     const picker = h("select", { name: "run" });
     const details = h("div", { class: "run-details" });
-    fill(host, h("h2", {}, t("panel.run")), field(t("run.pick"), picker), details);
+    const threadUsage = h("section", { class: "thread-usage", hidden: true });
+    fill(host, h("h2", {}, t("panel.run")), field(t("run.pick"), picker), details, threadUsage);
     let shown = null;
+    let usageDrawn = 0;
+
+    // the thread's usage, every run (subagent runs included), per model
+    async function showThreadUsage() {
+      if (!ctx.threadId || !ctx.has("/api/agent/threads/{thread_id}/usage")) return;
+      const mine = ++usageDrawn;
+      const threadId = ctx.threadId;
+      try {
+        const usage = await api("GET", `/api/agent/threads/${threadId}/usage`);
+        if (mine !== usageDrawn || threadId !== ctx.threadId) return;
+        threadUsage.hidden = false;
+        fill(
+          threadUsage,
+          h("h3", {}, t("run.threadUsage")),
+          usage.by_model.length
+            ? [
+                h("p", { class: "thread-usage-total" }, t("usage.summary", { input: usage.input_tokens, output: usage.output_tokens, cost: formatCost(usage.cost) })),
+                usageTable(usage.by_model, { runs: false }),
+              ]
+            : h("p", { class: "empty" }, t("usage.none")),
+        );
+      } catch (e) {
+        if (mine === usageDrawn) fill(threadUsage, h("p", { class: "hint" }, `${e.code}: ${e.message}`));
+      }
+    }
 
     function fillPicker() {
       const runs = (ctx.history && ctx.history.runs) || [];
@@ -87,8 +114,11 @@ export default {
           row(t("run.waited"), duration(timing.created_at, timing.started_at)),
           row(t("run.took"), duration(timing.started_at, timing.finished_at)),
           view.error_type ? row(t("run.error"), `${view.error_type}: ${view.error_message || ""}`, "run-error") : null,
-          view.usage ? row(t("run.usage"), h("pre", {}, json(view.usage))) : null,
+          view.usage
+            ? row(t("run.usage"), h("span", { class: "run-usage" }, t("usage.summary", { input: view.usage.input_tokens, output: view.usage.output_tokens, cost: formatCost(view.usage.cost) })))
+            : null,
         ),
+        view.usage ? h("details", {}, h("summary", {}, t("run.usageJson")), h("pre", {}, json(view.usage))) : null,
         h("h3", {}, t("run.manifest")),
         manifest,
         h("h3", {}, t("run.events")),
@@ -119,8 +149,12 @@ export default {
       show(picker.value);
     });
     fillPicker();
+    showThreadUsage();
     const off = [
-      ctx.on("thread-loaded", fillPicker),
+      ctx.on("thread-loaded", () => {
+        fillPicker();
+        showThreadUsage();
+      }),
       ctx.on("run-selected", (runId) => {
         if (runId !== shown) fillPicker();
       }),

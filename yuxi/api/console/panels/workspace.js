@@ -16,29 +16,45 @@ export default {
     const picker = h("select", { name: "file" }, NAMES.map((name) => h("option", { value: name }, name)));
     const text = h("textarea", { name: "content", rows: "16", class: "mono" });
     const status = h("p", { role: "status", class: "notice" });
+    const save = h("button", { type: "submit", class: "primary" }, t("common.save"));
     const form = h(
       "form",
       { class: "workspace-form" },
       field(t("workspace.file"), picker, t("workspace.hint")),
       field(t("workspace.content"), text),
-      h("button", { type: "submit", class: "primary" }, t("common.save")),
+      save,
       status,
     );
     fill(host, h("h2", {}, t("panel.workspace")), form);
 
+    // read-only while a file loads, so nothing typed meanwhile is overwritten (or saved
+    // over the file as the empty box it was)
+    let loading = 0;
     async function load() {
+      const mine = ++loading;
       status.textContent = "";
+      text.readOnly = true;
+      save.disabled = true;
+      let value = "";
       try {
         const response = await api("GET", `/api/workspace/files/${picker.value}`, undefined, { raw: true });
-        text.value = await response.text();
+        value = await response.text();
       } catch (e) {
-        text.value = "";
-        if (!(e instanceof ApiError && e.status === 404)) status.textContent = `${e.code}: ${e.message}`;
+        if (!(e instanceof ApiError && e.status === 404)) {
+          // unread: not offered for editing, so an empty box never replaces it
+          if (mine === loading) status.textContent = `${e.code}: ${e.message}`;
+          return;
+        }
       }
+      if (mine !== loading) return;
+      text.value = value;
+      text.readOnly = false;
+      save.disabled = false;
     }
     picker.addEventListener("change", load);
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
+      if (text.readOnly) return;
       try {
         await api("PUT", `/api/workspace/files/${picker.value}`, new Blob([text.value], { type: "text/markdown" }));
         status.textContent = t("workspace.saved");
