@@ -106,3 +106,27 @@ async def test_cancelling_the_parent_cancels_the_child(
         assert await wait_for_status(world, info.run_id, within=5) == "cancelled"
         [(child, *_)] = await _children(world, info.run_id)
         assert await wait_for_status(world, child, within=5) == "cancelled"
+
+
+async def test_a_child_runs_usage_is_its_own_and_the_threads_includes_it(
+    world: World, db_url: str, tmp_path: Path
+) -> None:
+    thread = await world.thread()
+    async with running_worker(db_url, tmp_path):
+        info = await world.submit(thread, _task("helper", "count these four words"))
+        await completed(world, info.run_id)
+    [(child, *_)] = await _children(world, info.run_id)
+    usage = dict(
+        (run_id, (inputs, outputs))
+        for run_id, inputs, outputs in await world.fetch(
+            "SELECT run_id, input_tokens, output_tokens FROM yuxi.run_usage"
+            " WHERE thread_id = %s",
+            thread,
+        )
+    )
+    # the child answered once: "echo: count these four words" is 5 words
+    assert usage[child][1] == 5 and usage[child][0] >= 4
+    # the parent called its model twice (the task call, then the answer to its result)
+    assert usage[info.run_id][1] > 0 and set(usage) == {info.run_id, child}
+    total = await world.value("SELECT yuxi.thread_usage(%s, %s)", world.alice, thread)
+    assert total["output_tokens"] == usage[child][1] + usage[info.run_id][1]
