@@ -13,7 +13,9 @@ from tests.api.conftest import Api
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 
 
-async def test_no_generated_request_gets_a_server_error(api: Api) -> None:
+async def test_no_generated_request_gets_a_server_error(api: Api, worker: None) -> None:
+    # with a worker, as a server runs: without one, every generated run stays pending and
+    # the /lg waits and streams on them pile up until the pool's 5 s timeout answers 503
     schemathesis = shutil.which("schemathesis") or shutil.which("st")
     command = [schemathesis] if schemathesis else [sys.executable, "-m", "schemathesis.cli"]
     process = await asyncio.create_subprocess_exec(

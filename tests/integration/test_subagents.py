@@ -119,8 +119,7 @@ async def test_a_child_runs_usage_is_its_own_and_the_threads_includes_it(
     usage = dict(
         (run_id, (inputs, outputs))
         for run_id, inputs, outputs in await world.fetch(
-            "SELECT run_id, input_tokens, output_tokens FROM yuxi.run_usage"
-            " WHERE thread_id = %s",
+            "SELECT run_id, input_tokens, output_tokens FROM yuxi.run_usage WHERE thread_id = %s",
             thread,
         )
     )

@@ -29,6 +29,21 @@ async def caller(
     """The ``user`` dependency: the live user of ``Authorization: Bearer <token>`` (401
     without a valid one), also kept in the ASGI scope (litestar's ``request.user``) for
     the access log."""
+    return await _authenticate(request, conn)
+
+
+async def caller_briefly(request: Request[object, object, State], state: State) -> User:
+    """The ``user`` dependency of a route that waits (for a worker, a run): the token is
+    checked on a pooled connection taken for the lookup alone, so that the wait holds
+    none and waiting clients cannot starve the pool."""
+    app: AppState = state.yuxi
+    async with app.pool.connection() as conn:
+        return await _authenticate(request, conn)
+
+
+async def _authenticate(
+    request: Request[object, object, State], conn: AsyncConnection[Any]
+) -> User:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():

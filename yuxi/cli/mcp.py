@@ -72,8 +72,16 @@ async def _user_id(conn: Any, name: str) -> Any:
     help="Who may use it (owner: only the --as user).",
 )
 @click.option("--share-with", "share_with", multiple=True, help="A user (with --share selected).")
-@click.option("--connect-timeout", type=click.FloatRange(0, 120, min_open=True))
-@click.option("--call-timeout", type=click.FloatRange(0, 3600, min_open=True))
+@click.option(
+    "--connect-timeout",
+    type=click.FloatRange(0, 120, min_open=True),
+    help="Seconds to connect and list its tools in a run (default 10).",
+)
+@click.option(
+    "--call-timeout",
+    type=click.FloatRange(0, 3600, min_open=True),
+    help="Seconds one tool call may take (default 60).",
+)
 @click.option("--disabled", is_flag=True, help="Register it disabled.")
 @click.option("--as", "as_user", default="admin", show_default=True, help=AS_HELP)
 def add_command(slug: str, **options: Any) -> None:

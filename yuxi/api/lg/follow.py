@@ -11,6 +11,8 @@ from typing import Any
 from uuid import UUID
 
 import msgspec
+from litestar import Request
+from litestar.exceptions import HTTPException
 
 from yuxi.api.event_hub import server_closing
 from yuxi.api.lg.events import Translator, ai_message, human_message, tool_message
@@ -94,13 +96,53 @@ async def wait_for(
 
 
 async def wait_ended(
-    app: AppState, uid: UUID, thread_id: UUID, request_id: str, first: LgRun | None = None
+    app: AppState,
+    uid: UUID,
+    thread_id: UUID,
+    request_id: str,
+    first: LgRun | None = None,
+    *,
+    client: Request[Any, Any, Any] | None = None,
 ) -> LgRun:
-    last = first
-    async for row in wait_for(app, uid, thread_id, request_id, dispatched=False, first=first):
-        last = row if row is not None else last
-    assert last is not None
-    return last
+    """The run once it has ended. ``client``: the request waiting for it; when its
+    client goes away first, the wait stops (ClientGone) instead of reading on until a
+    run that may never end does (a worker down, a long backlog)."""
+
+    async def ended() -> LgRun:
+        last = first
+        rows = wait_for(app, uid, thread_id, request_id, dispatched=False, first=first)
+        async for row in rows:
+            last = row if row is not None else last
+        assert last is not None
+        return last
+
+    if client is None:
+        return await ended()
+    waiting = asyncio.ensure_future(ended())
+    gone = asyncio.ensure_future(_disconnected(client))
+    try:
+        await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiting, gone):
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(waiting, gone, return_exceptions=True)
+    if waiting.done() and not waiting.cancelled():
+        return waiting.result()
+    raise ClientGone("the client went away before the run ended")
+
+
+class ClientGone(HTTPException):
+    """The client of a waiting request disconnected; nobody reads the answer."""
+
+    status_code = 499
+
+
+async def _disconnected(request: Request[Any, Any, Any]) -> None:
+    """Returns once the request's client has disconnected (its body is read by then:
+    what the server receives next is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def base_messages(app: AppState, uid: UUID, row: LgRun) -> list[dict[str, Any]]:

@@ -196,7 +196,9 @@ async def wait_new_run(
     # no connection is held while waiting: a wait may last as long as its run
     async with state.yuxi.pool.connection() as conn:
         row, _body = await start_run(state, conn, user, thread_id, data)
-    ended = await follow.wait_ended(state.yuxi, user.uid, thread_id, row.request_id, row)
+    ended = await follow.wait_ended(
+        state.yuxi, user.uid, thread_id, row.request_id, row, client=request
+    )
     return Response(
         await final_values(state, ended), headers={"Content-Location": _location(request, row)}
     )
@@ -249,12 +251,13 @@ async def get_run(
 async def join_run(
     state: State,
     user: NamedDependency[User],
+    request: Req,
     thread_id: FromPath[UUID],
     run_id: FromPath[str],
 ) -> dict[str, Any]:
     async with state.yuxi.pool.connection() as conn:  # none is held while waiting
         row = await _run(conn, user, thread_id, run_id)
-    ended = await follow.wait_ended(state.yuxi, user.uid, thread_id, run_id, row)
+    ended = await follow.wait_ended(state.yuxi, user.uid, thread_id, run_id, row, client=request)
     return await final_values(state, ended)
 
 
@@ -301,6 +304,7 @@ async def join_stream(
 async def cancel_run(
     state: State,
     user: NamedDependency[User],
+    request: Req,
     thread_id: FromPath[UUID],
     run_id: FromPath[str],
     wait: Annotated[bool, QueryParameter(description="answer once it ended")] = False,
@@ -318,7 +322,9 @@ async def cancel_run(
             await request_cancel(conn, run_id, uid=user.uid)
         if not wait:
             return run_view(await _run(conn, user, thread_id, run_id))
-    return run_view(await follow.wait_ended(state.yuxi, user.uid, thread_id, run_id))
+    return run_view(
+        await follow.wait_ended(state.yuxi, user.uid, thread_id, run_id, client=request)
+    )
 
 
 _STATELESS = "stateless runs (without a thread) are not supported: create a thread, then run on it"

@@ -14,11 +14,12 @@ from uuid import UUID
 import msgspec
 from litestar import Controller, delete, get, patch, post
 from litestar.datastructures import State
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, JSONBody
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
+from yuxi.api.dependencies import caller_briefly
 from yuxi.api.dto import Body
 from yuxi.queue.errors import InvalidInput
 from yuxi.queue.mcp import (
@@ -149,21 +150,29 @@ class McpServersController(Controller):
     async def remove(self, conn: Conn, user: NamedDependency[User], slug: FromPath[str]) -> None:
         await mcp_server_delete(conn, user.uid, slug)
 
-    @get("/{slug:str}/tools", summary="The tools a worker discovered on the server")
+    @get(
+        "/{slug:str}/tools",
+        summary="The tools a worker discovered on the server",
+        dependencies={"user": Provide(caller_briefly)},
+    )
     async def tools(
         self,
-        conn: Conn,
+        state: State,
         user: NamedDependency[User],
         slug: FromPath[str],
         refresh: FromQuery[bool] = False,
     ) -> McpToolList:
         """Discovered within the last 30 s (``refresh=true``: now), or asked of a worker
         and waited for up to 20 s; ``pending`` when no worker answered yet, ``error``
-        when the server could not be reached."""
+        when the server could not be reached. No pooled connection is held between the
+        reads of the wait."""
+        pool = state.yuxi.pool
         age = 0.0 if refresh else TOOLS_MAX_AGE_SECONDS
-        listed = await mcp_tools_request(conn, user.uid, slug, max_age_seconds=age)
+        async with pool.connection() as conn:
+            listed = await mcp_tools_request(conn, user.uid, slug, max_age_seconds=age)
         deadline = time.monotonic() + TOOLS_WAIT_SECONDS
         while listed.pending and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-            listed = await mcp_tools_get(conn, user.uid, slug)
+            async with pool.connection() as conn:
+                listed = await mcp_tools_get(conn, user.uid, slug)
         return listed
