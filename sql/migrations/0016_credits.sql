@@ -339,7 +339,7 @@ COMMENT ON FUNCTION yuxi.credit_refreeze(uuid, uuid, jsonb) IS
 
 -- Settles a held hold once: releases the freeze and charges the run's recorded cost,
 -- at most what the balance then holds (the rest is recorded as unpaid).
-CREATE FUNCTION yuxi.credit_settle(p_run_id uuid, p_why text) RETURNS void
+CREATE FUNCTION yuxi.credit_settle(p_run_id uuid, p_status text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_hold yuxi.credit_holds;
@@ -353,7 +353,7 @@ BEGIN
     END IF;
     SELECT coalesce(sum(u.cost), 0) INTO v_cost FROM yuxi.run_usage u WHERE u.run_id = p_run_id;
     INSERT INTO yuxi.credit_ledger (uid, kind, delta, run_id, reason)
-    VALUES (v_hold.uid, 'release', v_hold.amount, p_run_id, p_why)
+    VALUES (v_hold.uid, 'release', v_hold.amount, p_run_id, 'the run ended ' || p_status)
     RETURNING balance_after INTO v_balance;
     IF v_cost > 0 THEN
         v_charge := least(v_cost, v_balance);
@@ -369,14 +369,14 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION yuxi.credit_settle(uuid, text) IS
-    'Internal: settles a run''s held hold once (release the freeze, charge the recorded cost); nothing for a run without one';
+    'Internal: settles the held hold of a run that ended p_status once (release the freeze, charge the recorded cost); nothing for a run without one';
 
 -- Whoever ends a run (yuxi.run_finish, yuxi.run_reconcile_expired, yuxi.run_request_cancel,
 -- an operator in psql) settles its hold, in the same transaction.
 CREATE FUNCTION yuxi.agent_runs_settle_credits() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM yuxi.credit_settle(NEW.run_id, format('the run ended %s', NEW.status));
+    PERFORM yuxi.credit_settle(NEW.run_id, NEW.status);
     RETURN NULL;
 END;
 $$;
