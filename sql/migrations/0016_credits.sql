@@ -230,14 +230,15 @@ COMMENT ON FUNCTION yuxi.credit_add(uuid, numeric, uuid, text) IS
 -- for a user without one.
 CREATE FUNCTION yuxi.credit_report(p_uid uuid, p_limit integer DEFAULT 50) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
+    -- amounts as decimal text: exact, where a JSON number would be read as a float
     SELECT jsonb_build_object(
-        'balance', a.balance,
+        'balance', a.balance::text,
         'frozen', coalesce((SELECT sum(h.amount) FROM yuxi.credit_holds h
-                            WHERE h.uid = a.uid AND h.status = 'held'), 0),
+                            WHERE h.uid = a.uid AND h.status = 'held'), 0)::text,
         'updated_at', a.updated_at,
         'ledger', coalesce((SELECT jsonb_agg(jsonb_build_object(
-                                'id', l.id, 'kind', l.kind, 'delta', l.delta,
-                                'balance_after', l.balance_after, 'run_id', l.run_id,
+                                'id', l.id, 'kind', l.kind, 'delta', l.delta::text,
+                                'balance_after', l.balance_after::text, 'run_id', l.run_id,
                                 'actor_uid', l.actor_uid, 'reason', l.reason,
                                 'created_at', l.created_at) ORDER BY l.id DESC)
                             FROM (SELECT * FROM yuxi.credit_ledger l WHERE l.uid = a.uid
@@ -245,7 +246,7 @@ LANGUAGE sql STABLE AS $$
     FROM yuxi.credit_accounts a WHERE a.uid = p_uid
 $$;
 COMMENT ON FUNCTION yuxi.credit_report(uuid, integer) IS
-    'A user''s budget: balance, what running runs hold frozen, and the newest ledger rows; NULL without a budget';
+    'A user''s budget: balance, what running runs hold frozen, and the newest ledger rows (amounts as decimal text); NULL without a budget';
 
 -- Accounts whose balance is not the sum of their ledger (empty unless a row was forced
 -- around the triggers): what an operator checks.

@@ -68,7 +68,7 @@ async def test_admins_top_up_and_everyone_reads_their_own(api: Api) -> None:
     )
     assert topped.status_code == 200, topped.text
     body = topped.json()
-    assert body["budget"] is True and Decimal(str(body["balance"])) == Decimal("12.5")
+    assert body["budget"] is True and body["balance"] == "12.50000000"
     [row] = body["ledger"]
     assert row["kind"] == "topup" and row["reason"] == "welcome"
     assert row["actor_uid"] == str(api.uids["admin"])
@@ -98,6 +98,12 @@ async def test_admins_top_up_and_everyone_reads_their_own(api: Api) -> None:
         404,
         "not_found",
     )
+    # amounts stay exact past what a float holds
+    big = await api.admin.post(
+        f"/api/users/{bob}/credits", json={"amount": "123456789012.12345678"}
+    )
+    assert big.json()["balance"] == "123456789022.12345678"
+    await api.admin.post(f"/api/users/{bob}/credits", json={"amount": "-123456789012.12345678"})
     # users manage nobody's credits, not even their own
     error_of(await api.bob.post(f"/api/users/{bob}/credits", json={"amount": 5}), 403)
     error_of(await api.bob.get(f"/api/users/{api.uids['alice']}/credits"), 403)

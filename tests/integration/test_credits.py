@@ -153,7 +153,11 @@ async def test_a_balance_never_goes_negative_and_changes_only_by_the_ledger(
         with pytest.raises(NotFound):
             await credit_add(conn, uuid.uuid4(), Decimal(1))
         report = await credit_report(conn, world.alice)
-        assert report is not None and report["balance"] == 10 and report["frozen"] == 0
+        assert (
+            report is not None
+            and Decimal(report["balance"]) == 10
+            and Decimal(report["frozen"]) == 0
+        )
         assert [row["kind"] for row in report["ledger"]] == ["adjust", "topup"]
         assert await credit_report(conn, world.bob) is None
 

@@ -33,8 +33,8 @@ async def credit_add(
 async def credit_report(
     conn: AsyncConnection[Any], uid: UUID, *, limit: int = 50
 ) -> dict[str, Any] | None:
-    """``{balance, frozen, updated_at, ledger}`` (newest ``limit`` rows), or None for a
-    user without a budget."""
+    """``{balance, frozen, updated_at, ledger}`` (newest ``limit`` rows; amounts as
+    decimal text, exact), or None for a user without a budget."""
     report: dict[str, Any] | None = await call_scalar(
         conn, "SELECT yuxi.credit_report(%(uid)s, %(limit)s)", {"uid": uid, "limit": limit}
     )
