@@ -450,6 +450,10 @@ async def test_the_config_form_saves_the_system_prompt_and_the_digest_changes(
     await expect(form.get_by_label("Model", exact=True)).to_have_value("builtin:scripted")
     tools = form.locator('fieldset.resource[data-key="tools"]')
     await expect(tools.get_by_label("All I may use")).to_be_checked()
+    # a plain list of ids (default []) is none or these, never "all I may use"
+    preloads = form.locator('fieldset.resource[data-key="preload_skills"]')
+    await expect(preloads.get_by_label("None")).to_be_checked()
+    await expect(preloads.get_by_label("All I may use")).to_have_count(0)
     await prompt.fill("You are terse.")
     await tools.get_by_label("Only these").check()
     await tools.get_by_label("calculator").check()

@@ -74,9 +74,13 @@ export function controlFor(item, stored, hasStored, models = []) {
 
 function resourceControl(item, stored, label, hint) {
   const twoWay = item.kind === "agents";
+  // a plain list of ids (its default is a list, e.g. preload_skills, required_mcps):
+  // none or these, never "all"
+  const plainList = Array.isArray(item.default);
   const options = item.options || [];
   const group = uid("res");
   let mode = stored === undefined || stored === null ? "all" : stored.length === 0 ? (twoWay ? "all" : "none") : "list";
+  if (plainList && mode === "all") mode = "none";
   const chosen = new Set(Array.isArray(stored) ? stored : []);
   const boxes = options.map((option) => {
     const box = h("input", { type: "checkbox", value: option, checked: chosen.has(option) });
@@ -84,7 +88,7 @@ function resourceControl(item, stored, label, hint) {
     return h("li", {}, box, h("label", { for: box.id }, option));
   });
   const list = h("ul", { class: "choices" }, boxes.length ? boxes : h("li", { class: "empty" }, t("config.noOptions")));
-  const modes = twoWay ? ["all", "list"] : ["all", "list", "none"];
+  const modes = twoWay ? ["all", "list"] : plainList ? ["none", "list"] : ["all", "list", "none"];
   const radios = modes.map((m) => {
     const radio = h("input", { type: "radio", name: group, value: m, checked: mode === m });
     radio.id = uid();
