@@ -448,11 +448,17 @@ async def test_a_stream_cut_mid_run_resumes_from_its_last_seq(
     assert first.cut and "after_seq" not in first.path
     delivered = first.seqs()
     assert delivered, "events came before the cut"
-    assert second.path.endswith(f"/events?after_seq={delivered[-1]}"), second.path
+    # the page resumes after the last event it read: the proxy's last one, or the one
+    # before when Chromium drops the final chunk of a broken response with its error
+    found = re.search(r"/events\?after_seq=(\d+)$", second.path)
+    assert found, second.path
+    resumed = int(found.group(1))
+    assert resumed in delivered[-2:], (resumed, delivered)
+    read = delivered[: delivered.index(resumed) + 1]
     # every event of the run exactly once, in order, over the two connections
     everything = await stack.alice.get(f"/api/agent/runs/{run['run_id']}/events")
     stored = [int(n) for n in re.findall(r"(?m)^id: (\d+)\r?$", everything.text)]
-    assert delivered + second.seqs() == stored, (delivered, second.seqs(), stored)
+    assert read + second.seqs() == stored, (read, second.seqs(), stored)
     # and the page shows the reply once: neither lost nor doubled
     texts = await page.locator(".messages .msg.assistant .text").all_inner_texts()
     assert texts == ["slept 4"], texts
