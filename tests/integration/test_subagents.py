@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from uuid import UUID
 
+import psycopg
+import pytest
+
 from tests.integration.conftest import World
 from tests.integration.worker_harness import (
     completed,
@@ -129,3 +132,6 @@ async def test_a_child_runs_usage_is_its_own_and_the_threads_includes_it(
     assert usage[info.run_id][1] > 0 and set(usage) == {info.run_id, child}
     total = await world.value("SELECT yuxi.thread_usage(%s, %s)", world.alice, thread)
     assert total["output_tokens"] == usage[child][1] + usage[info.run_id][1]
+    with pytest.raises(psycopg.Error) as refused:  # another user's thread does not exist
+        await world.value("SELECT yuxi.thread_usage(%s, %s)", world.bob, thread)
+    assert refused.value.sqlstate == "YN001"
