@@ -29,26 +29,31 @@ async def caller(
     """The ``user`` dependency: the live user of ``Authorization: Bearer <token>`` (401
     without a valid one), also kept in the ASGI scope (litestar's ``request.user``) for
     the access log."""
-    return await _authenticate(request, conn)
+    return await authenticate(request, conn, _bearer(request))
 
 
 async def caller_briefly(request: Request[object, object, State], state: State) -> User:
     """The ``user`` dependency of a route that waits (for a worker, a run): the token is
     checked on a pooled connection taken for the lookup alone, so that the wait holds
     none and waiting clients cannot starve the pool."""
+    token = _bearer(request)
     app: AppState = state.yuxi
     async with app.pool.connection() as conn:
-        return await _authenticate(request, conn)
+        return await authenticate(request, conn, token)
 
 
-async def _authenticate(
-    request: Request[object, object, State], conn: AsyncConnection[Any]
-) -> User:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
+def _bearer(request: Request[object, object, State]) -> str:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise NotAuthorizedException("send Authorization: Bearer <token>")
-    user = await token_authenticate(conn, token.strip())
+    return token.strip()
+
+
+async def authenticate(
+    request: Request[object, object, State], conn: AsyncConnection[Any], token: str
+) -> User:
+    """The live user of ``token`` (401 otherwise), kept in the request's scope."""
+    user = await token_authenticate(conn, token)
     if user is None:
         raise NotAuthorizedException("invalid or revoked token")
     request.scope["user"] = user

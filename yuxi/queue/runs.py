@@ -449,6 +449,15 @@ async def run_usage(conn: AsyncConnection[Any], run_id: UUID) -> dict[str, Any] 
     return None if value is None else dict(value)
 
 
+async def run_catalog(conn: AsyncConnection[Any], uid: UUID) -> dict[str, Any]:
+    """What the user may use (``yuxi.run_catalog``): ``{knowledge_bases, skills,
+    mcp_servers}``, as a run's claim reads it."""
+    catalog: dict[str, Any] = await call_scalar(
+        conn, "SELECT yuxi.run_catalog(%(uid)s)", {"uid": uid}
+    )
+    return catalog
+
+
 async def run_execution_input(conn: AsyncConnection[Any], run_id: UUID) -> ExecutionInput:
     """What a claimed run needs to execute, read in one call."""
     return await call_one(

@@ -17,8 +17,6 @@ from psycopg_pool import AsyncConnectionPool
 from yuxi.queue.credits import credit_refreeze
 from yuxi.runtime.usage import RunUsage
 
-INSUFFICIENT_CREDITS = "insufficient_credits"
-
 
 class RunBudget:
     """The model-call gate (``current_call_gate``) of a run that holds credits."""

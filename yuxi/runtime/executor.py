@@ -54,7 +54,7 @@ from yuxi.queue.runs import (
 )
 from yuxi.queue.statuses import RunStatus
 from yuxi.runtime.attachments import image_blocks
-from yuxi.runtime.budget import INSUFFICIENT_CREDITS, RunBudget
+from yuxi.runtime.budget import RunBudget
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.child_runs import ChildRuns
 from yuxi.runtime.events import EventWriter
@@ -273,9 +273,9 @@ class RunExecutor:
             return Outcome(RunStatus.FAILED, error_type=failure.error_type, error_message=message)
         except InsufficientCredits as error:
             # a model call refused by the run's budget (yuxi.credit_refreeze)
-            await events.error(INSUFFICIENT_CREDITS, str(error))
+            await events.error(InsufficientCredits.code, str(error))
             return Outcome(
-                RunStatus.FAILED, error_type=INSUFFICIENT_CREDITS, error_message=str(error)
+                RunStatus.FAILED, error_type=InsufficientCredits.code, error_message=str(error)
             )
         except asyncio.CancelledError:
             # cancelled (by a cancel request or shutdown): keep what was streamed so far
@@ -327,7 +327,7 @@ class RunExecutor:
             raise RunFailure("run_identity", run.identity_error)
         if claimed.credit_error:
             # the claim could not freeze the first model call: nothing was spent
-            raise RunFailure(INSUFFICIENT_CREDITS, claimed.credit_error)
+            raise RunFailure(InsufficientCredits.code, claimed.credit_error)
         try:
             agent = get_backend(run.backend_id or "")
         except UnknownBackend as error:

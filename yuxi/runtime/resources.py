@@ -18,9 +18,8 @@ import msgspec
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.tools.names import builtin_tool_names
-from yuxi.queue.knowledge import kb_list, kb_readable
-from yuxi.queue.mcp import mcp_server_connections
-from yuxi.queue.skills import SkillInfo, skill_files_many, skills_usable
+from yuxi.queue.runs import run_catalog
+from yuxi.queue.skills import SkillInfo, skill_files_many
 
 RESOURCE_KINDS = ("tools", "knowledges", "mcps", "skills")
 
@@ -98,15 +97,15 @@ async def visible_knowledge_bases(
 
 
 class DatabaseCatalog:
-    """Resources as the database knows them. Tools are the built-ins (every user may use
-    them); knowledge bases are those the user may read (``yuxi.kb_readable``, by id);
-    skills are the shared skills the user may use (``yuxi.skills_usable``, by slug; a
+    """Resources as the database knows them (``yuxi.run_catalog``: one read for every
+    kind). Tools are the built-ins (every user may use them); knowledge bases are those
+    the user may read, by id; skills the shared skills the user may use, by slug (a
     user's personal skills are read from their workspace at preparation); MCP servers
-    the enabled ones the user may use (``yuxi.mcp_server_connections``, by slug). (The
-    subagents a user can see come with the run's execution input.)
+    the enabled ones the user may use, by slug. (The subagents a user can see come with
+    the run's execution input.)
 
-    ``for_run(snapshot)``: the same catalog answering from a run's claim
-    (``yuxi.run_catalog``, read with it) instead of a query per kind."""
+    ``for_run(snapshot)``: the same catalog answering from what a run's claim read with
+    it, instead of reading again."""
 
     def __init__(
         self, pool: AsyncConnectionPool[Any], snapshot: Mapping[str, Any] | None = None
@@ -118,14 +117,21 @@ class DatabaseCatalog:
         """This catalog for one run whose claim read ``snapshot`` (None: query)."""
         return self if snapshot is None else DatabaseCatalog(self._pool, snapshot)
 
+    async def for_user(self, uid: UUID) -> DatabaseCatalog:
+        """This catalog with the user's resources read once, for several questions."""
+        return DatabaseCatalog(self._pool, await self._catalog(uid))
+
+    async def _catalog(self, uid: UUID) -> Mapping[str, Any]:
+        if self._snapshot is not None:
+            return self._snapshot
+        async with self._pool.connection() as conn:
+            return await run_catalog(conn, uid)
+
     async def accessible(self, kind: str, uid: UUID) -> list[str]:
         if kind == "tools":
             return builtin_tool_names()
         if kind == "knowledges":
-            if self._snapshot is not None:
-                return [str(kb["id"]) for kb in self._snapshot.get("knowledge_bases") or []]
-            async with self._pool.connection() as conn:
-                return [str(kb) for kb in await kb_readable(conn, uid)]
+            return list(await self.knowledge_bases(uid))
         if kind == "skills":
             return [skill.slug for skill in await self.skill_infos(uid)]
         if kind == "mcps":
@@ -134,12 +140,8 @@ class DatabaseCatalog:
 
     async def skill_infos(self, uid: UUID) -> list[SkillInfo]:
         """The latest version of every shared skill the user may use, by slug."""
-        if self._snapshot is not None:
-            return msgspec.convert(
-                self._snapshot.get("skills") or [], list[SkillInfo], strict=False
-            )
-        async with self._pool.connection() as conn:
-            return await skills_usable(conn, uid)
+        skills = (await self._catalog(uid)).get("skills") or []
+        return msgspec.convert(skills, list[SkillInfo], strict=False)
 
     async def skill_files(
         self, versions: Sequence[tuple[str, int]]
@@ -155,42 +157,24 @@ class DatabaseCatalog:
     async def mcp_servers(self, uid: UUID) -> dict[str, dict[str, str]]:
         """The enabled MCP servers the user may use, by slug: ``{id, slug, name,
         transport, version}``."""
-        if self._snapshot is not None:
-            return {
-                s["slug"]: {
-                    "id": str(s["id"]),
-                    "slug": s["slug"],
-                    "name": s["name"],
-                    "transport": s["transport"],
-                    # as the query's rows give it, whatever the session's JSON looks like
-                    "version": datetime.fromisoformat(s["version"]).isoformat(),
-                }
-                for s in self._snapshot.get("mcp_servers") or []
+        return {
+            s["slug"]: {
+                "id": str(s["id"]),
+                "slug": s["slug"],
+                "name": s["name"],
+                "transport": s["transport"],
+                # the row's updated_at, one text whatever the session's JSON looks like
+                "version": datetime.fromisoformat(s["version"]).isoformat(),
             }
-        async with self._pool.connection() as conn:
-            return {
-                row.slug: {
-                    "id": str(row.id),
-                    "slug": row.slug,
-                    "name": row.name,
-                    "transport": row.transport,
-                    "version": row.updated_at.isoformat(),
-                }
-                for row in await mcp_server_connections(conn, uid)
-            }
+            for s in (await self._catalog(uid)).get("mcp_servers") or []
+        }
 
     async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
         """The knowledge bases the user may read, by id: ``{id, name, slug}``."""
-        if self._snapshot is not None:
-            return {
-                str(kb["id"]): {"id": str(kb["id"]), "name": kb["name"], "slug": kb["slug"]}
-                for kb in self._snapshot.get("knowledge_bases") or []
-            }
-        async with self._pool.connection() as conn:
-            return {
-                str(kb.id): {"id": str(kb.id), "name": kb.name, "slug": kb.slug}
-                for kb in await kb_list(conn, uid)
-            }
+        return {
+            str(kb["id"]): {"id": str(kb["id"]), "name": kb["name"], "slug": kb["slug"]}
+            for kb in (await self._catalog(uid)).get("knowledge_bases") or []
+        }
 
     async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
         return {skill.slug: skill.depends_skills for skill in await self.skill_infos(uid)}

@@ -7,7 +7,8 @@ from litestar import Request
 from litestar.datastructures import State
 from litestar.exceptions import NotAuthorizedException
 
-from yuxi.queue.users import User, token_authenticate
+from yuxi.api.dependencies import authenticate
+from yuxi.queue.users import User
 
 
 async def lg_caller(request: Request[object, object, State], state: State) -> User:
@@ -22,8 +23,4 @@ async def lg_caller(request: Request[object, object, State], state: State) -> Us
     if not token:
         raise NotAuthorizedException("send x-api-key: <token> or Authorization: Bearer <token>")
     async with state.yuxi.pool.connection() as conn:
-        user = await token_authenticate(conn, token)
-    if user is None:
-        raise NotAuthorizedException("invalid or revoked token")
-    request.scope["user"] = user
-    return user
+        return await authenticate(request, conn, token)

@@ -17,7 +17,7 @@ from yuxi.api.auth import User, require_admin
 from yuxi.api.dto import AgentDetail, AgentSummary, CreateAgent, PatchAgent, SaveAgent
 from yuxi.queue.agents import VisibleAgent, agent_save, agent_set_config, agents_visible
 from yuxi.queue.errors import InvalidInput, NotFound
-from yuxi.runtime.resources import RESOURCE_KINDS
+from yuxi.runtime.resources import RESOURCE_KINDS, DatabaseCatalog
 
 Conn = NamedDependency[AsyncConnection[Any]]
 
@@ -117,6 +117,8 @@ async def _visible(state: State, conn: AsyncConnection[Any], user: User, slug: s
         raise NotFound(f"agent {slug} not found")
     # the configuration form's choices: what this user may select for each resource field
     catalog = state.yuxi.catalog
+    if isinstance(catalog, DatabaseCatalog):
+        catalog = await catalog.for_user(user.uid)  # one read for every kind
     options = {kind: await catalog.accessible(kind, user.uid) for kind in RESOURCE_KINDS}
     options["agents"] = [r.slug for r in rows if r.is_subagent]
     return _detail(row, options)
