@@ -98,6 +98,50 @@ async def test_revoked_tokens_and_deleted_users_are_refused(api: Api) -> None:
         error_of(await client.get("/api/projects"), 401, "unauthorized")
 
 
+async def test_a_runs_routes_check_the_token_in_their_own_statement(api: Api) -> None:
+    """Submit, a run's stream and its result authenticate inside the statement that acts
+    (yuxi.queue.callers.Bearer): a token revoked in psql is refused by the next request,
+    which stores nothing, and a live token still reads only its own user's runs."""
+    token = new_token()
+    await api.sql(
+        "SELECT yuxi.token_create(%s, %s, 'runs')", api.uids["alice"], token_hash(token)
+    )
+    thread = await api.thread()
+    async with api.client(token) as client:
+        submitted = await client.post("/api/agent/runs", json={"thread_id": thread, "query": "a"})
+        assert submitted.status_code == 202, submitted.text
+        run_id = submitted.json()["run_id"]
+        assert (await client.get(f"/api/agent/runs/{run_id}/result")).status_code == 200
+        # bob's token reads nothing of alice's run: the call ran as bob
+        error_of(await api.bob.get(f"/api/agent/runs/{run_id}/result"), 404, "not_found")
+        error_of(await api.bob.get(f"/api/agent/runs/{run_id}/events"), 404, "not_found")
+
+        await api.sql(
+            "UPDATE yuxi.api_tokens SET revoked_at = now() WHERE token_hash = %s",
+            token_hash(token),
+        )
+        requests_before = await api.value(
+            "SELECT count(*) FROM yuxi.agent_run_requests WHERE thread_id = %s", thread
+        )
+        refused = await client.post("/api/agent/runs", json={"thread_id": thread, "query": "b"})
+        error_of(refused, 401, "unauthorized")
+        assert (
+            await api.value(
+                "SELECT count(*) FROM yuxi.agent_run_requests WHERE thread_id = %s", thread
+            )
+            == requests_before
+        )
+        error_of(await client.get(f"/api/agent/runs/{run_id}/result"), 401, "unauthorized")
+        error_of(await client.get(f"/api/agent/runs/{run_id}/events"), 401, "unauthorized")
+        resumed = await client.get(f"/api/agent/runs/{run_id}/events?after_seq=0")
+        error_of(resumed, 401, "unauthorized")
+    # the token's last use was recorded by the statements that checked it
+    assert await api.value(
+        "SELECT last_used_at IS NOT NULL FROM yuxi.api_tokens WHERE token_hash = %s",
+        token_hash(token),
+    )
+
+
 async def test_unknown_routes_and_methods_are_4xx_with_the_error_body(api: Api) -> None:
     error_of(await api.alice.get("/api/nothing-here"), 404, "not_found")
     response = await api.alice.delete("/api/agents/chatbot")  # get, put and patch exist

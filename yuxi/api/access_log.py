@@ -9,7 +9,8 @@ ends, so ``duration_ms`` is how long the client was connected), as key=value pai
 ``path`` is the path as the client sent it (percent-encoded, without the query
 string); ``query`` lists the query's parameter names, never their values; ``bytes`` is
 the response body's size; ``user`` is the authenticated caller's id (``-`` before or
-without authentication); ``status`` is ``-`` when no response was started (the client
+without authentication, and on the run routes whose statement checks the token, when
+that statement refused the request: another user's run is a 404 with ``user=-``); ``status`` is ``-`` when no response was started (the client
 went away first). Headers, cookies, query values and bodies are never logged: the
 bearer token travels in ``Authorization``.
 """

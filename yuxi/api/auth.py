@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from yuxi.api.errors import Forbidden
-from yuxi.queue.users import User
+from yuxi.queue.callers import User
 
 __all__ = ["User", "require_admin"]
 

@@ -12,7 +12,8 @@ from litestar.exceptions import NotAuthorizedException
 from psycopg import AsyncConnection
 
 from yuxi.api.state import AppState
-from yuxi.queue.users import User, token_authenticate
+from yuxi.queue.callers import Bearer, User
+from yuxi.queue.users import token_authenticate, token_hash
 
 
 async def connection(state: State) -> AsyncIterator[AsyncConnection[Any]]:
@@ -40,6 +41,19 @@ async def caller_briefly(request: Request[object, object, State], state: State) 
     app: AppState = state.yuxi
     async with app.pool.connection() as conn:
         return await authenticate(request, conn, token)
+
+
+async def bearer(request: Request[object, object, State]) -> Bearer:
+    """The ``bearer`` dependency of the routes every run goes through (submit, its event
+    stream, its result): the request's token (401 without one), checked by the route's
+    own statement instead of one of its own (``yuxi.queue.callers.Bearer``; 401 when no
+    live user holds it). Its user is kept in the ASGI scope once checked."""
+    scope = request.scope
+
+    def keep(user: User) -> None:
+        scope["user"] = user
+
+    return Bearer(token_hash(_bearer(request)), keep)
 
 
 def _bearer(request: Request[object, object, State]) -> str:

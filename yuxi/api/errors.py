@@ -20,6 +20,7 @@ from yuxi.scheduling.cron import CronError
 log = logging.getLogger("yuxi.api")
 
 STATUS_BY_ERROR: dict[type[queue_errors.QueueError], int] = {
+    queue_errors.Unauthenticated: 401,
     queue_errors.NotFound: 404,
     queue_errors.InvalidInput: 400,
     queue_errors.PayloadTooLarge: 413,

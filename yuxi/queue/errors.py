@@ -21,6 +21,13 @@ class NotFound(QueueError):
     sqlstate = "YN001"
 
 
+class Unauthenticated(QueueError):
+    """A call made with a bearer token that no live user holds (yuxi.queue.callers);
+    HTTP 401. Raised by the call, not by a SQL function."""
+
+    code = "unauthorized"
+
+
 class InvalidInput(QueueError):
     code = "invalid_input"
     sqlstate = "YV001"

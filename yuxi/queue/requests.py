@@ -9,6 +9,7 @@ from uuid import UUID
 import msgspec
 from psycopg import AsyncConnection
 
+from yuxi.queue.callers import Bearer
 from yuxi.queue.calls import call_one
 
 
@@ -28,7 +29,7 @@ class RequestInfo(msgspec.Struct, frozen=True):
 async def request_submit(
     conn: AsyncConnection[Any],
     *,
-    uid: UUID | None,
+    uid: UUID | Bearer | None,
     thread_id: UUID,
     query: str,
     request_id: str | None = None,

@@ -12,6 +12,7 @@ from uuid import UUID
 import msgspec
 from psycopg import AsyncConnection
 
+from yuxi.queue.callers import Bearer
 from yuxi.queue.calls import call_many, call_one, call_scalar, encode_json
 from yuxi.queue.events import RunEvent, notify_run_events
 from yuxi.queue.requests import RequestInfo
@@ -395,7 +396,9 @@ async def run_create_subagent(
     return UUID(str(value))
 
 
-async def run_get(conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | None = None) -> Run:
+async def run_get(
+    conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | Bearer | None = None
+) -> Run:
     return await call_one(
         conn,
         Run,
@@ -420,7 +423,7 @@ async def run_get_manifest(
 
 
 async def run_input(
-    conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | None = None
+    conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | Bearer | None = None
 ) -> RunInput:
     return await call_one(
         conn,
@@ -431,7 +434,7 @@ async def run_input(
 
 
 async def run_result(
-    conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | None = None
+    conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | Bearer | None = None
 ) -> RunOutcome:
     return await call_one(
         conn,

@@ -12,17 +12,11 @@ from uuid import UUID
 import msgspec
 from psycopg import AsyncConnection
 
+from yuxi.queue.callers import Bearer, User
 from yuxi.queue.calls import call_many, call_scalar
+from yuxi.queue.errors import Unauthenticated
 
 TOKEN_PREFIX = "yx_"
-
-
-class User(msgspec.Struct, frozen=True):
-    """The live user a token belongs to: who every API call is made as."""
-
-    uid: UUID
-    name: str
-    is_admin: bool
 
 
 class UserListing(msgspec.Struct, frozen=True):
@@ -87,11 +81,26 @@ async def user_list(conn: AsyncConnection[Any]) -> list[UserListing]:
 
 async def token_authenticate(conn: AsyncConnection[Any], token: str) -> User | None:
     """The live user holding ``token`` (and marks it used), or None."""
+    return await _authenticate(conn, token_hash(token))
+
+
+async def bearer_user(conn: AsyncConnection[Any], bearer: Bearer) -> User:
+    """The live user of ``bearer``, checked by a statement of its own (for a request
+    that needs its user before its first call); raises Unauthenticated."""
+    if bearer.user is not None:
+        return bearer.user
+    user = await _authenticate(conn, bearer.token_hash)
+    if user is None:
+        raise Unauthenticated("invalid or revoked token")
+    return bearer.checked(user)
+
+
+async def _authenticate(conn: AsyncConnection[Any], hashed: bytes) -> User | None:
     rows = await call_many(
         conn,
         User,
         "yuxi.token_authenticate(p_token_hash => %(token_hash)s)",
-        {"token_hash": token_hash(token)},
+        {"token_hash": hashed},
     )
     return rows[0] if rows else None
 

@@ -10,9 +10,9 @@ from psycopg import AsyncConnection
 
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.queue.agents import VisibleAgent, agents_visible
+from yuxi.queue.callers import User
 from yuxi.queue.errors import NotFound
 from yuxi.queue.lg import LgThread, lg_thread_list
-from yuxi.queue.users import User
 
 
 async def assistants(conn: AsyncConnection[Any], user: User) -> list[VisibleAgent]:

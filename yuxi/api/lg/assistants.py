@@ -12,8 +12,8 @@ from psycopg import AsyncConnection
 
 from yuxi.api.lg import access
 from yuxi.api.lg.views import assistant_view
+from yuxi.queue.callers import User
 from yuxi.queue.errors import InvalidInput
-from yuxi.queue.users import User
 
 Conn = NamedDependency[AsyncConnection[Any]]
 _TYPES = {"number": "number", "bool": "boolean"}

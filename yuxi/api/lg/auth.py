@@ -8,7 +8,7 @@ from litestar.datastructures import State
 from litestar.exceptions import NotAuthorizedException
 
 from yuxi.api.dependencies import authenticate
-from yuxi.queue.users import User
+from yuxi.queue.callers import User
 
 
 async def lg_caller(request: Request[object, object, State], state: State) -> User:

@@ -18,9 +18,9 @@ from yuxi.api.lg import access
 from yuxi.api.lg.assistants import _page
 from yuxi.api.lg.body import parse_run, per_run_fields
 from yuxi.api.lg.errors import Refused
+from yuxi.queue.callers import User
 from yuxi.queue.errors import InvalidInput
 from yuxi.queue.projects import project_create, project_list
-from yuxi.queue.users import User
 from yuxi.runtime.prepare import user_workspace
 from yuxi.scheduling.jobs import Job, JobSettings, job_create, job_delete, job_list
 

@@ -21,6 +21,7 @@ from yuxi.api.lg.body import RunBody, parse_run, per_run_fields, stream_modes
 from yuxi.api.lg.errors import Refused
 from yuxi.api.lg.views import LG_RUN_STATUSES, run_status, run_view
 from yuxi.api.sse import HEADERS
+from yuxi.queue.callers import User
 from yuxi.queue.errors import InvalidInput, NotFound, RunNotInterrupted
 from yuxi.queue.lg import (
     LgRun,
@@ -33,7 +34,6 @@ from yuxi.queue.lg import (
 from yuxi.queue.requests import request_cancel
 from yuxi.queue.runs import run_request_cancel, run_resume
 from yuxi.queue.threads import thread_queue
-from yuxi.queue.users import User
 
 Conn = NamedDependency[AsyncConnection[Any]]
 Req = Request[object, object, State]

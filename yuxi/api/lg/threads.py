@@ -17,6 +17,7 @@ from yuxi.api.lg import state as lg_state
 from yuxi.api.lg.assistants import _page
 from yuxi.api.lg.errors import Refused
 from yuxi.api.lg.views import thread_metadata, thread_status, thread_view
+from yuxi.queue.callers import User
 from yuxi.queue.errors import InvalidInput
 from yuxi.queue.lg import (
     LgThread,
@@ -25,7 +26,6 @@ from yuxi.queue.lg import (
     lg_thread_list,
     lg_thread_patch,
 )
-from yuxi.queue.users import User
 
 Conn = NamedDependency[AsyncConnection[Any]]
 _THREAD_STATUSES = ("idle", "busy", "interrupted", "error")

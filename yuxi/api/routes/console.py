@@ -22,8 +22,9 @@ from litestar.static_files import create_static_files_router
 from psycopg import AsyncConnection
 
 from yuxi.api.dto import Body
+from yuxi.queue.callers import User
 from yuxi.queue.login_codes import login_code_redeem
-from yuxi.queue.users import User, token_authenticate
+from yuxi.queue.users import token_authenticate
 
 Conn = NamedDependency[AsyncConnection[Any]]
 

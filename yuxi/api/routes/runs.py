@@ -37,6 +37,7 @@ from yuxi.api.event_hub import server_closing
 from yuxi.api.routes.files import conversation_root
 from yuxi.api.sse import EventStream, sse_message
 from yuxi.queue.attachments import message_refer_attachments
+from yuxi.queue.callers import Bearer
 from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
 from yuxi.queue.events import run_end_event, run_stream_read
 from yuxi.queue.requests import (
@@ -65,6 +66,7 @@ from yuxi.queue.threads import (
     thread_queue,
     thread_requests,
 )
+from yuxi.queue.users import bearer_user
 from yuxi.runtime.attachments import attaching, image_extension, stage_bytes, uploads_dir
 from yuxi.runtime.model_registry import check_model_usable
 
@@ -164,15 +166,18 @@ class RunsController(Controller):
 
     @post("/runs", status_code=202, summary="Submit a message to a conversation's queue")
     async def submit(
-        self, state: State, conn: Conn, user: NamedDependency[User], data: JSONBody[SubmitRun]
+        self, state: State, conn: Conn, bearer: NamedDependency[Bearer], data: JSONBody[SubmitRun]
     ) -> RequestView:
-        if data.model_spec is not None:  # 400 invalid_model before anything is stored
-            await check_model_usable(conn, user.uid, data.model_spec)
-        if data.image_content is not None or data.attachments:
-            return request_view(await submit_with_files(state, conn, user, data))
+        if data.model_spec is not None or data.image_content is not None or data.attachments:
+            user = await bearer_user(conn, bearer)
+            if data.model_spec is not None:  # 400 invalid_model before anything is stored
+                await check_model_usable(conn, user.uid, data.model_spec)
+            if data.image_content is not None or data.attachments:
+                return request_view(await submit_with_files(state, conn, user, data))
+        # the token is checked by the submit's own statement
         info = await request_submit(
             conn,
-            uid=user.uid,
+            uid=bearer,
             thread_id=data.thread_id,
             query=data.query,
             request_id=data.request_id,
@@ -204,9 +209,9 @@ class RunsController(Controller):
 
     @get("/runs/{run_id:uuid}/result", summary="A run's outcome")
     async def result(
-        self, conn: Conn, user: NamedDependency[User], run_id: FromPath[UUID]
+        self, conn: Conn, bearer: NamedDependency[Bearer], run_id: FromPath[UUID]
     ) -> RunResult:
-        row = await run_result(conn, run_id, uid=user.uid)
+        row = await run_result(conn, run_id, uid=bearer)
         error = None
         if row.error_type or row.error_message:
             error = RunError(type=row.error_type, message=row.error_message)
@@ -243,7 +248,7 @@ class RunsController(Controller):
         self,
         state: State,
         conn: Conn,
-        user: NamedDependency[User],
+        bearer: NamedDependency[Bearer],
         request: Request[object, object, State],
         run_id: FromPath[UUID],
         after_seq: Annotated[int | None, Parameter(ge=0, le=MAX_SEQ)] = None,
@@ -264,9 +269,9 @@ class RunsController(Controller):
         init: bytes | None = None
         if last_event_id is None and after_seq is None:
             # the first read also refuses others' runs (404) before streaming
-            init = _init_event(await run_input(conn, run_id, uid=user.uid))
+            init = _init_event(await run_input(conn, run_id, uid=bearer))
         else:
-            await run_get(conn, run_id, uid=user.uid)  # 404 for others, before streaming
+            await run_get(conn, run_id, uid=bearer)  # 404 for others, before streaming
         return EventStream(_stream(state, run_id, after, init))
 
     @get("/requests/{request_id:str}", summary="A request")
