@@ -306,19 +306,31 @@ COMMENT ON FUNCTION yuxi.run_write_manifest(uuid, uuid, jsonb, text, timestamptz
 -- Writes the manifest as yuxi.run_write_manifest does (under the lease, write-once) and
 -- then reads the run's identity again, as it stands now that preparation is over: a
 -- conversation deleted, an agent hidden or its backend changed meanwhile shows here.
+-- When the identity holds (no identity_error, the backend still p_backend_id), the
+-- attempt's first events (its `metadata`) are appended in the same transaction as its
+-- batch p_batch (yuxi.run_append_batch: a re-sent batch is not stored twice), without a
+-- NOTIFY: the worker announces them later, with its next batch or the run's end, or on
+-- their own if neither comes soon. last_event_seq: the run's last seq after the call.
 CREATE FUNCTION yuxi.run_commit_manifest(
-    p_run_id uuid, p_token uuid, p_manifest jsonb, p_fingerprint text
-) RETURNS TABLE (fingerprint text, identity_error text, backend_id text)
+    p_run_id uuid, p_token uuid, p_manifest jsonb, p_fingerprint text,
+    p_backend_id text DEFAULT NULL, p_events jsonb DEFAULT '[]', p_batch bigint DEFAULT NULL
+) RETURNS TABLE (fingerprint text, identity_error text, backend_id text, last_event_seq bigint)
 LANGUAGE plpgsql AS $$
 BEGIN
     fingerprint := yuxi.run_write_manifest(p_run_id, p_token, p_manifest, p_fingerprint);
     SELECT i.identity_error, i.backend_id INTO identity_error, backend_id
     FROM yuxi.run_execution_input(p_run_id) i;
+    IF identity_error IS NULL AND backend_id IS NOT DISTINCT FROM p_backend_id
+       AND jsonb_array_length(coalesce(p_events, '[]')) > 0 THEN
+        last_event_seq := yuxi.run_append_batch(p_run_id, p_token, p_batch, p_events, NULL, false);
+    ELSE
+        SELECT r.last_event_seq INTO last_event_seq FROM yuxi.agent_runs r WHERE r.run_id = p_run_id;
+    END IF;
     RETURN NEXT;
 END;
 $$;
-COMMENT ON FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text) IS
-    'Worker: yuxi.run_write_manifest, then the run''s identity_error and backend as they stand now. Raises as yuxi.run_write_manifest';
+COMMENT ON FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text, text, jsonb, bigint) IS
+    'Worker: yuxi.run_write_manifest, then the run''s identity_error and backend as they stand now; while they hold, appends p_events as batch p_batch (no NOTIFY). Raises as yuxi.run_write_manifest and yuxi.run_append_batch';
 
 -- ---------------------------------------------------------------------------------
 -- Ending runs

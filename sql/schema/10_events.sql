@@ -103,6 +103,37 @@ $$;
 COMMENT ON FUNCTION yuxi.run_stream_read(uuid, bigint, integer) IS
     'A read of a run''s SSE stream: its events after a seq with the run''s status on each, or one row without an event; no row for no such run';
 
+-- The first read of a run's SSE stream, for its owner (p_uid) or an operator (NULL):
+-- with p_init, first the stream's `init` row (seq 0: the run's input as stored, the
+-- payload yuxi.run_input describes, as JSON text), then yuxi.run_stream_read's rows.
+-- STABLE, so every row comes from one snapshot. Raises not_found (YN001) for a run
+-- that is not the user's.
+CREATE FUNCTION yuxi.run_stream_open(
+    p_run_id uuid, p_uid uuid, p_after bigint, p_limit integer DEFAULT 1000,
+    p_init boolean DEFAULT true
+) RETURNS TABLE (seq bigint, event text, payload text, run_status text, last_event_seq bigint)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    v_run := yuxi.run_get(p_run_id, p_uid);
+    IF p_init THEN
+        RETURN QUERY
+        SELECT 0::bigint, 'init'::text,
+               json_build_object('run_id', v_run.run_id, 'thread_id', v_run.thread_id,
+                                 'request_id', v_run.request_id, 'run_type', v_run.run_type,
+                                 'message_id', v_run.input_message_id, 'query', m.content,
+                                 'input', v_run.input_payload)::text,
+               v_run.status, v_run.last_event_seq
+        FROM (SELECT 1) one
+        LEFT JOIN yuxi.messages m ON m.id = v_run.input_message_id;
+    END IF;
+    RETURN QUERY SELECT * FROM yuxi.run_stream_read(p_run_id, p_after, p_limit);
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_stream_open(uuid, uuid, bigint, integer, boolean) IS
+    'The first read of a run''s SSE stream: its init row (seq 0, with p_init), then yuxi.run_stream_read''s rows, in one snapshot. Raises not_found (YN001)';
+
 -- The run's stored `end` event (none while the run is not over).
 CREATE FUNCTION yuxi.run_end_event(p_run_id uuid)
 RETURNS TABLE (seq bigint, event text, payload jsonb, created_at timestamptz)

@@ -103,9 +103,7 @@ async def test_a_runs_routes_check_the_token_in_their_own_statement(api: Api) ->
     (yuxi.queue.callers.Bearer): a token revoked in psql is refused by the next request,
     which stores nothing, and a live token still reads only its own user's runs."""
     token = new_token()
-    await api.sql(
-        "SELECT yuxi.token_create(%s, %s, 'runs')", api.uids["alice"], token_hash(token)
-    )
+    await api.sql("SELECT yuxi.token_create(%s, %s, 'runs')", api.uids["alice"], token_hash(token))
     thread = await api.thread()
     async with api.client(token) as client:
         submitted = await client.post("/api/agent/runs", json={"thread_id": thread, "query": "a"})

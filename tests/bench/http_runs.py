@@ -408,11 +408,14 @@ STAGES: list[tuple[str, str]] = [
     (r"yuxi\.run_claim", "claim"),
     (r"yuxi\.run_execution_input", "execution input"),
     (r"yuxi\.run_commit_manifest", "manifest"),
-    (r"yuxi\.run_append_events", "event appends"),
+    (r"yuxi\.run_append_(events|batch)", "event appends"),
     (r"checkpoint", "checkpointer reads and writes"),
     (r"yuxi\.run_finish", "finish (+ next dispatch)"),
     (r"pg_notify", "NOTIFY after commit"),
-    (r"yuxi\.(run_events_after|run_input|run_get|run_end_event)\b", "SSE: first read, event reads"),
+    (
+        r"yuxi\.(run_events_after|run_input|run_get|run_end_event|run_stream_read)\b",
+        "SSE: first read, event reads",
+    ),
     (r"yuxi\.run_result", "result read"),
     (r"yuxi\.run_renew_lease", "lease renewal"),
     (r"yuxi\.(run_reconcile|run_redeliver|delivery_prune|schedule|tick)", "maintenance"),
@@ -424,8 +427,15 @@ STAGES: list[tuple[str, str]] = [
 ]
 
 
+# a call made as a request's bearer token (yuxi/queue/calls.py): the function it calls
+AS_CALLER = re.compile(r"token_authenticate\(.*LEFT JOIN LATERAL \(SELECT .*? FROM (yuxi\.\w+)\(")
+
+
 def statement_name(text: str) -> str:
     """What a statement calls (yuxi.x, procrastinate_x) or writes, else its start."""
+    as_caller = AS_CALLER.search(text)
+    if as_caller:
+        return f"{as_caller.group(1)} (+ token check)"
     called = re.search(r"\b(yuxi\.\w+|procrastinate_\w+|pg_notify)\s*\(", text)
     if called:
         return called.group(1)
@@ -437,6 +447,9 @@ def statement_name(text: str) -> str:
 
 def stage_of(text: str) -> str:
     stripped = text.strip()
+    as_caller = AS_CALLER.search(stripped)
+    if as_caller:
+        stripped = as_caller.group(1) + "("
     for pattern, stage in STAGES:
         if re.search(pattern, stripped, re.IGNORECASE):
             return stage

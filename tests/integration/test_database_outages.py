@@ -293,6 +293,9 @@ CREATE TRIGGER hang_first_metadata AFTER INSERT ON yuxi.run_events
 
 
 async def test_an_append_whose_reply_is_lost_is_stored_once(tmp_path: Path) -> None:
+    """The attempt's metadata event is appended by the manifest's commit; its reply is
+    lost (the backend is killed after the commit), the worker sends the commit again, and
+    the event is stored once."""
     with dedicated_server() as server:
         with psycopg.connect(server.admin_url, autocommit=True) as conn:
             # commits wait for a standby only where a transaction asks (synchronous_commit)

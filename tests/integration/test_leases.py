@@ -18,6 +18,7 @@ from yuxi.queue.maintenance import run_reconcile_expired
 from yuxi.queue.runs import (
     OutputMessage,
     run_claim,
+    run_commit_manifest,
     run_finish,
     run_release,
     run_renew_lease,
@@ -153,6 +154,54 @@ async def test_manifest_is_write_once(world: World) -> None:
     ]
     with pytest.raises(psycopg.Error, match="write-once"):
         await world.execute("UPDATE yuxi.agent_runs SET manifest_fingerprint = %s", FINGERPRINT_B)
+
+
+async def test_the_manifests_commit_stores_the_attempts_first_events_once(world: World) -> None:
+    """The metadata event is appended by the manifest's own transaction, as the attempt's
+    batch 1: a re-sent commit (a lost reply) stores it once, a later batch follows it,
+    and a changed identity (here: the backend) stores nothing."""
+    run_id = await _pending_run(world)
+    claimed = await world.claim(run_id)
+    backend = await world.value("SELECT backend_id FROM yuxi.agents WHERE slug = 'chatbot'")
+    metadata = [RunEvent("metadata", {"model": "builtin:scripted"})]
+    async with world.pool.connection() as conn:
+        for _ in range(2):  # the second is a re-send: the batch is stored already
+            current = await run_commit_manifest(
+                conn,
+                run_id,
+                claimed.lease_token,
+                manifest={"v": 1},
+                fingerprint=FINGERPRINT_A,
+                backend_id=backend,
+                events=metadata,
+                batch=1,
+            )
+            assert (current.fingerprint, current.identity_error) == (FINGERPRINT_A, None)
+            assert current.last_event_seq == 1
+        # nothing was announced by it: the worker does (yuxi/runtime/events.py)
+        last = await run_append_batch(
+            conn, run_id, claimed.lease_token, 2, [RunEvent("messages", {"chunks": []})]
+        )
+    assert last == 2
+    assert await world.fetch(
+        "SELECT seq, event, payload FROM yuxi.run_events WHERE run_id = %s ORDER BY seq", run_id
+    ) == [(1, "metadata", {"model": "builtin:scripted"}), (2, "messages", {"chunks": []})]
+
+    other = await _pending_run(world)
+    claimed = await world.claim(other)
+    async with world.pool.connection() as conn:
+        current = await run_commit_manifest(
+            conn,
+            other,
+            claimed.lease_token,
+            manifest={"v": 1},
+            fingerprint=FINGERPRINT_A,
+            backend_id="another-backend",
+            events=metadata,
+            batch=1,
+        )
+    assert current.backend_id == backend and current.last_event_seq == 0
+    assert await world.value("SELECT count(*) FROM yuxi.run_events WHERE run_id = %s", other) == 0
 
 
 async def test_concurrent_reconcilers_fail_an_expired_run_once(world: World) -> None:

@@ -10,9 +10,10 @@ ends, so ``duration_ms`` is how long the client was connected), as key=value pai
 string); ``query`` lists the query's parameter names, never their values; ``bytes`` is
 the response body's size; ``user`` is the authenticated caller's id (``-`` before or
 without authentication, and on the run routes whose statement checks the token, when
-that statement refused the request: another user's run is a 404 with ``user=-``); ``status`` is ``-`` when no response was started (the client
-went away first). Headers, cookies, query values and bodies are never logged: the
-bearer token travels in ``Authorization``.
+that statement refused the request: another user's run is a 404 with ``user=-``);
+``status`` is ``-`` when no response was started (the client went away first).
+Headers, cookies, query values and bodies are never logged: the bearer token travels in
+``Authorization``.
 """
 
 from __future__ import annotations

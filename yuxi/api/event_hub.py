@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections import defaultdict
 from collections.abc import Iterator
 from uuid import UUID
@@ -34,7 +35,8 @@ def server_closing() -> bytes:
 
 class EventHub:
     def __init__(self, url: str) -> None:
-        self._waiters: dict[UUID, set[asyncio.Event]] = defaultdict(set)
+        # weakly: a subscription whose stream was dropped unread goes with it (listen)
+        self._waiters: dict[UUID, weakref.WeakSet[asyncio.Event]] = defaultdict(weakref.WeakSet)
         # after a reconnect everyone re-reads: notifications may have been missed
         self._listener = Listener(
             url, (EVENTS_CHANNEL, REQUESTS_CHANNEL), self._wake, self._wake_all
@@ -78,12 +80,24 @@ class EventHub:
         try:
             yield event
         finally:
-            for key in keys:
-                waiters = self._waiters.get(key)
-                if waiters is not None:
-                    waiters.discard(event)
-                    if not waiters:
-                        del self._waiters[key]
+            self._unsubscribe(event, keys)
+
+    def listen(self, *keys: UUID) -> Subscription:
+        """``subscribe`` for a stream whose body starts later (the first read is made by
+        its request's handler): the body closes it; one never started is dropped with
+        its stream, since the hub holds its event weakly."""
+        event = asyncio.Event()
+        for key in keys:
+            self._waiters[key].add(event)
+        return Subscription(self, event, keys)
+
+    def _unsubscribe(self, event: asyncio.Event, keys: tuple[UUID, ...]) -> None:
+        for key in keys:
+            waiters = self._waiters.get(key)
+            if waiters is not None:
+                waiters.discard(event)
+                if not waiters:
+                    del self._waiters[key]
 
     def _wake(self, payload: str) -> None:
         key, _, _seq = payload.partition(" ")
@@ -91,10 +105,29 @@ class EventHub:
             target = UUID(key)
         except ValueError:
             return
-        for event in self._waiters.get(target, ()):
+        waiters = self._waiters.get(target)
+        if waiters is None:
+            return
+        if not waiters:  # its streams were dropped unread
+            del self._waiters[target]
+        for event in list(waiters):
             event.set()
 
     def _wake_all(self) -> None:
-        for waiters in self._waiters.values():
-            for event in waiters:
+        for waiters in list(self._waiters.values()):
+            for event in list(waiters):
                 event.set()
+
+
+class Subscription:
+    """A stream's subscription made by ``EventHub.listen``: ``event`` is set on news."""
+
+    __slots__ = ("_hub", "_keys", "event")
+
+    def __init__(self, hub: EventHub, event: asyncio.Event, keys: tuple[UUID, ...]) -> None:
+        self._hub = hub
+        self._keys = keys
+        self.event = event
+
+    def close(self) -> None:
+        self._hub._unsubscribe(self.event, self._keys)

@@ -11,6 +11,7 @@ from uuid import UUID
 import msgspec
 from psycopg import AsyncConnection
 
+from yuxi.queue.callers import Bearer
 from yuxi.queue.calls import call_many, call_scalar, encode_json
 
 EVENTS_CHANNEL = "yuxi_run_events"  # NOTIFY payload: "<run_id> <last seq>"
@@ -105,6 +106,27 @@ async def run_stream_read(
         StreamRead,
         "yuxi.run_stream_read(p_run_id => %(run_id)s, p_after => %(after)s, p_limit => %(limit)s)",
         {"run_id": run_id, "after": after, "limit": limit},
+    )
+
+
+async def run_stream_open(
+    conn: AsyncConnection[Any],
+    run_id: UUID,
+    *,
+    uid: UUID | Bearer | None,
+    after: int,
+    limit: int = 1000,
+    init: bool = True,
+) -> list[StreamRead]:
+    """A stream's first read (``yuxi.run_stream_open``): with ``init`` the ``init`` row
+    (seq 0) first, then ``run_stream_read``'s rows, in one snapshot; NotFound for a run
+    that is not ``uid``'s."""
+    return await call_many(
+        conn,
+        StreamRead,
+        "yuxi.run_stream_open(p_run_id => %(run_id)s, p_uid => %(uid)s, p_after => %(after)s,"
+        " p_limit => %(limit)s, p_init => %(init)s)",
+        {"run_id": run_id, "uid": uid, "after": after, "limit": limit, "init": init},
     )
 
 

@@ -141,6 +141,7 @@ class ManifestCommit(msgspec.Struct, frozen=True):
     fingerprint: str
     identity_error: str | None
     backend_id: str | None
+    last_event_seq: int
 
 
 async def run_claim(
@@ -257,18 +258,28 @@ async def run_commit_manifest(
     *,
     manifest: dict[str, Any],
     fingerprint: str,
+    backend_id: str | None = None,
+    events: Sequence[RunEvent] = (),
+    batch: int | None = None,
 ) -> ManifestCommit:
-    """``run_write_manifest``, then the run's identity as it stands now, in one call."""
+    """``run_write_manifest``, then the run's identity as it stands now, in one call;
+    while the identity holds (and the backend is still ``backend_id``), ``events`` are
+    appended as the attempt's batch ``batch`` in the same transaction, without a NOTIFY
+    (the caller announces them)."""
     return await call_one(
         conn,
         ManifestCommit,
         "yuxi.run_commit_manifest(p_run_id => %(run_id)s, p_token => %(token)s,"
-        " p_manifest => %(manifest)s::jsonb, p_fingerprint => %(fingerprint)s)",
+        " p_manifest => %(manifest)s::jsonb, p_fingerprint => %(fingerprint)s,"
+        " p_backend_id => %(backend_id)s, p_events => %(events)s::jsonb, p_batch => %(batch)s)",
         {
             "run_id": run_id,
             "token": token,
             "manifest": encode_json(manifest),
             "fingerprint": fingerprint,
+            "backend_id": backend_id,
+            "events": encode_json(list(events)),
+            "batch": batch,
         },
     )
 

@@ -11,7 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.queue.errors import LeaseLost
-from yuxi.queue.events import RunEvent, run_append_batch
+from yuxi.queue.events import RunEvent, notify_run_events, run_append_batch
 from yuxi.queue.runs import ClaimedRun
 from yuxi.runtime.graph_io import text_of, tool_calls_of
 
@@ -39,10 +39,26 @@ class EventWriter:
         self._batches = 0
         # a batch sent whose outcome is unknown: (number, events)
         self._unconfirmed: tuple[int, list[RunEvent]] | None = None
+        # the last seq committed by another call without a NOTIFY (the manifest's commit
+        # writes the attempt's metadata), not announced yet
+        self._unannounced: int | None = None
         self._timer: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._closed = False
         self._backoff = Backoff()
+
+    def next_batch(self) -> int:
+        """The attempt's next batch number, for events another call appends in its own
+        transaction (the manifest's commit appends the attempt's ``metadata``)."""
+        self._batches += 1
+        return self._batches
+
+    def appended(self, seq: int) -> None:
+        """Events up to ``seq`` were committed by another call without a NOTIFY: they are
+        announced with the next batch or the run's end, or on their own (a NOTIFY and no
+        append) ``flush_seconds`` from now if neither came first."""
+        self._unannounced = seq
+        self._schedule()
 
     async def add(self, event: RunEvent) -> None:
         """Queues ``event`` after the message chunks buffered so far."""
@@ -87,6 +103,7 @@ class EventWriter:
         way is waited for, never cut off mid-transaction. Calling it again returns the
         same events, plus any added since."""
         self._closed = True
+        self._unannounced = None  # the run's end announces everything before it
         if self._timer is not None:
             if self._lock.locked():
                 await asyncio.gather(self._timer, return_exceptions=True)
@@ -131,7 +148,8 @@ class EventWriter:
             self._chunks = []
 
     async def flush(self) -> None:
-        """Appends everything pending now; on failure keeps it for the next write."""
+        """Appends everything pending now (or, with nothing pending, announces what
+        another call appended); on failure keeps it for the next write."""
         async with self._lock:
             self._close_chunks()
             await self._confirm()
@@ -140,6 +158,10 @@ class EventWriter:
                 self._unconfirmed = (self._batches, self._pending)
                 self._pending = []
                 await self._confirm()
+            elif self._unannounced is not None:
+                async with self._pool.connection() as conn:
+                    await notify_run_events(conn, self._claimed.run_id, self._unannounced)
+                self._unannounced = None
 
     async def _confirm(self) -> None:
         """Sends the batch whose outcome is unknown, if any, until it is known."""
@@ -156,3 +178,4 @@ class EventWriter:
                 notify_after_commit=True,
             )
         self._unconfirmed = None
+        self._unannounced = None  # the batch's NOTIFY announced what came before it too

@@ -43,6 +43,7 @@ from yuxi.queue.runs import (
     ClaimedExecution,
     ClaimedRun,
     ExecutionInput,
+    ManifestCommit,
     OutputMessage,
     run_claim_execution,
     run_commit_manifest,
@@ -345,19 +346,15 @@ class RunExecutor:
             paths.secrets.append(context.registered_model.api_key.get_secret_value())
         usage.spec = context.model
         manifest = build_manifest(prepared, run)
-        # The manifest is written once; the same call reads the run's identity again:
-        # the conversation or agent may have changed while we prepared.
-        try:
-            async with self.pool.connection() as conn:
-                current = await run_commit_manifest(
-                    conn,
-                    claimed.run_id,
-                    claimed.lease_token,
-                    manifest=manifest,
-                    fingerprint=manifest_fingerprint(manifest),
-                )
-        except ManifestConflict as error:
-            raise RunFailure("manifest_conflict", str(error)) from None
+        metadata = RunEvent(
+            "metadata", metadata_payload(claimed, context, paths.show(context.workdir))
+        )
+        # The manifest is written once; the same call reads the run's identity again (the
+        # conversation or agent may have changed while we prepared) and, while it holds,
+        # stores the attempt's metadata event.
+        current = await self._commit_manifest(
+            claimed, manifest, run.backend_id, [metadata], events.next_batch()
+        )
         if current.identity_error:
             raise RunFailure("run_identity", current.identity_error)
         if current.backend_id != run.backend_id:
@@ -367,10 +364,8 @@ class RunExecutor:
                 f"{current.backend_id} while the run was being prepared",
             )
 
+        events.appended(current.last_event_seq)
         await asyncio.to_thread(Path(context.workdir).mkdir, parents=True, exist_ok=True)
-        await events.add(
-            RunEvent("metadata", metadata_payload(claimed, context, paths.show(context.workdir)))
-        )
         await self._connect_mcp(claimed, context, connections)
         graph = await agent.get_graph(context, checkpointer=self.checkpointer)
         config: RunnableConfig = {
@@ -430,6 +425,46 @@ class RunExecutor:
         if not any(isinstance(m, AIMessage) for m in produced):
             raise RunFailure("no_output", "the agent finished without a reply")
         return Outcome(RunStatus.COMPLETED, [stored_message(m) for m in produced])
+
+    async def _commit_manifest(
+        self,
+        claimed: ClaimedExecution,
+        manifest: dict[str, Any],
+        backend_id: str | None,
+        first_events: list[RunEvent],
+        batch: int,
+    ) -> ManifestCommit:
+        """``run_commit_manifest``, sent again while the database cannot be reached: the
+        manifest is write-once (the same fingerprint is accepted again) and the events'
+        batch is skipped once stored, so a commit whose reply was lost is not made twice.
+        Nothing of the run has left the worker before it succeeds."""
+        backoff = Backoff()
+        while True:
+            try:
+                async with self.pool.connection() as conn:
+                    return await run_commit_manifest(
+                        conn,
+                        claimed.run_id,
+                        claimed.lease_token,
+                        manifest=manifest,
+                        fingerprint=manifest_fingerprint(manifest),
+                        backend_id=backend_id,
+                        events=first_events,
+                        batch=batch,
+                    )
+            except ManifestConflict as error:
+                raise RunFailure("manifest_conflict", str(error)) from None
+            except Exception as error:
+                if not is_connection_error(error):
+                    raise
+                if backoff.failures == 0:
+                    log.warning(
+                        "run %s: cannot reach the database to commit its manifest (%s);"
+                        " sending it again",
+                        claimed.run_id,
+                        describe(error),
+                    )
+                await asyncio.sleep(backoff.next())
 
     def _catalog_for(self, run: ExecutionInput) -> ResourceCatalog:
         """The catalog answering from what the claim read (one query fewer per kind)."""

@@ -33,13 +33,13 @@ from yuxi.api.dto import (
     SubmitRun,
     ThreadRequests,
 )
-from yuxi.api.event_hub import server_closing
+from yuxi.api.event_hub import Subscription, server_closing
 from yuxi.api.routes.files import conversation_root
 from yuxi.api.sse import EventStream, sse_message
 from yuxi.queue.attachments import message_refer_attachments
 from yuxi.queue.callers import Bearer
 from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
-from yuxi.queue.events import run_end_event, run_stream_read
+from yuxi.queue.events import StreamRead, run_end_event, run_stream_open, run_stream_read
 from yuxi.queue.requests import (
     RequestInfo,
     request_cancel,
@@ -49,10 +49,8 @@ from yuxi.queue.requests import (
 )
 from yuxi.queue.runs import (
     Run,
-    RunInput,
     run_get,
     run_get_manifest,
-    run_input,
     run_request_cancel,
     run_result,
     run_resume,
@@ -266,13 +264,23 @@ class RunsController(Controller):
             if not 0 <= seen <= MAX_SEQ:
                 raise ValidationException("Last-Event-ID must be an event seq")
             after = max(after, seen)
-        init: bytes | None = None
-        if last_event_id is None and after_seq is None:
-            # the first read also refuses others' runs (404) before streaming
-            init = _init_event(await run_input(conn, run_id, uid=bearer))
-        else:
-            await run_get(conn, run_id, uid=bearer)  # 404 for others, before streaming
-        return EventStream(_stream(state, run_id, after, init))
+        # subscribed before the first read: what is committed after it notifies the stream
+        subscription = state.yuxi.hub.listen(run_id)
+        try:
+            # the first read (the init event of a stream from the start, and the events
+            # stored so far) also refuses others' runs (404) before streaming
+            first = await run_stream_open(
+                conn,
+                run_id,
+                uid=bearer,
+                after=after,
+                limit=STREAM_PAGE,
+                init=last_event_id is None and after_seq is None,
+            )
+        except BaseException:
+            subscription.close()
+            raise
+        return EventStream(_stream(state, run_id, after, first, subscription))
 
     @get("/requests/{request_id:str}", summary="A request")
     async def get_request_view(
@@ -329,50 +337,48 @@ def _queue(queue: ThreadQueue | None) -> QueueState:
     )
 
 
-def _init_event(stored: RunInput) -> bytes:
-    payload = {
-        "run_id": str(stored.run_id),
-        "thread_id": str(stored.thread_id),
-        "request_id": stored.request_id,
-        "run_type": stored.run_type,
-        "message_id": stored.message_id,
-        "query": stored.query,
-        "input": stored.input,
-    }
-    return sse_message(json.dumps(payload), event="init", id=0)
-
-
 async def _stream(
-    state: State, run_id: UUID, after: int, init: bytes | None
+    state: State,
+    run_id: UUID,
+    after: int,
+    first: list[StreamRead],
+    subscription: Subscription,
 ) -> AsyncIterator[bytes]:
     app = state.yuxi
-    if init is not None:
-        yield init
     heartbeat = app.settings.sse_heartbeat_seconds
+    news = subscription.event
     last = after
-    while True:
-        if app.hub.closing:
-            yield server_closing()
-            return
-        with app.hub.subscribe(run_id) as news:
-            # events and the run's status in one snapshot: a run seen ended has all its
-            # events in the same read
-            async with app.pool.connection() as conn:
-                rows = await run_stream_read(conn, run_id, last, STREAM_PAGE)
-            if not rows:
-                raise NotFound(f"run {run_id} not found")
+    rows: list[StreamRead] | None = first
+    try:
+        while True:
+            if rows is None:
+                if app.hub.closing:
+                    yield server_closing()
+                    return
+                # events and the run's status in one snapshot: a run seen ended has all
+                # its events in the same read; a notification from now on wakes the wait
+                news.clear()
+                async with app.pool.connection() as conn:
+                    rows = await run_stream_read(conn, run_id, last, STREAM_PAGE)
+                if not rows:
+                    raise NotFound(f"run {run_id} not found")
             sent = 0
             for row in rows:
                 if row.seq is None:
                     break  # the row of a read with no event
+                if row.event == "init":  # the stream's first message: the run's input
+                    yield sse_message(row.payload, event="init", id=0)
+                    continue
                 last = row.seq
                 sent += 1
                 yield sse_message(row.payload, event=row.event, id=row.seq)
                 if row.event == "end":
                     return
+            status, last_seq = rows[-1].run_status, rows[-1].last_event_seq
+            rows = None
             if sent == STREAM_PAGE:
                 continue  # a full page: more may be stored already
-            if rows[0].run_status in ENDED_RUN_STATUSES:
+            if status in ENDED_RUN_STATUSES:
                 # ended, and its end was not in this read: the client is already past it
                 # (send that same end again), or the run was ended by hand
                 async with app.pool.connection() as conn:
@@ -380,14 +386,12 @@ async def _stream(
                 if end is not None:
                     yield sse_message(json.dumps(end.payload), event="end", id=end.seq)
                 else:  # only a run ended by hand, outside the queue's functions
-                    yield sse_message(
-                        json.dumps({"status": rows[0].run_status}),
-                        event="end",
-                        id=rows[0].last_event_seq,
-                    )
+                    yield sse_message(json.dumps({"status": status}), event="end", id=last_seq)
                 return
-            # what is committed after this read notifies this subscription
+            # what is committed after the read notifies this subscription
             try:
                 await asyncio.wait_for(news.wait(), heartbeat)
             except TimeoutError:
                 yield sse_message(comment="heartbeat")
+    finally:
+        subscription.close()

@@ -1,0 +1,66 @@
+-- The manifest's commit also appends the attempt's first events (its `metadata`), so a
+-- run no longer makes an append of its own for them, nor a commit waiting for the disk;
+-- an SSE stream's first read returns its init event and its first events together
+-- (yuxi.run_stream_open).
+
+DROP FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text);
+
+-- Writes the manifest as yuxi.run_write_manifest does (under the lease, write-once) and
+-- then reads the run's identity again, as it stands now that preparation is over: a
+-- conversation deleted, an agent hidden or its backend changed meanwhile shows here.
+-- When the identity holds (no identity_error, the backend still p_backend_id), the
+-- attempt's first events (its `metadata`) are appended in the same transaction as its
+-- batch p_batch (yuxi.run_append_batch: a re-sent batch is not stored twice), without a
+-- NOTIFY: the worker announces them later, with its next batch or the run's end, or on
+-- their own if neither comes soon. last_event_seq: the run's last seq after the call.
+CREATE FUNCTION yuxi.run_commit_manifest(
+    p_run_id uuid, p_token uuid, p_manifest jsonb, p_fingerprint text,
+    p_backend_id text DEFAULT NULL, p_events jsonb DEFAULT '[]', p_batch bigint DEFAULT NULL
+) RETURNS TABLE (fingerprint text, identity_error text, backend_id text, last_event_seq bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    fingerprint := yuxi.run_write_manifest(p_run_id, p_token, p_manifest, p_fingerprint);
+    SELECT i.identity_error, i.backend_id INTO identity_error, backend_id
+    FROM yuxi.run_execution_input(p_run_id) i;
+    IF identity_error IS NULL AND backend_id IS NOT DISTINCT FROM p_backend_id
+       AND jsonb_array_length(coalesce(p_events, '[]')) > 0 THEN
+        last_event_seq := yuxi.run_append_batch(p_run_id, p_token, p_batch, p_events, NULL, false);
+    ELSE
+        SELECT r.last_event_seq INTO last_event_seq FROM yuxi.agent_runs r WHERE r.run_id = p_run_id;
+    END IF;
+    RETURN NEXT;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text, text, jsonb, bigint) IS
+    'Worker: yuxi.run_write_manifest, then the run''s identity_error and backend as they stand now; while they hold, appends p_events as batch p_batch (no NOTIFY). Raises as yuxi.run_write_manifest and yuxi.run_append_batch';
+
+-- The first read of a run's SSE stream, for its owner (p_uid) or an operator (NULL):
+-- with p_init, first the stream's `init` row (seq 0: the run's input as stored, the
+-- payload yuxi.run_input describes, as JSON text), then yuxi.run_stream_read's rows.
+-- STABLE, so every row comes from one snapshot. Raises not_found (YN001) for a run
+-- that is not the user's.
+CREATE FUNCTION yuxi.run_stream_open(
+    p_run_id uuid, p_uid uuid, p_after bigint, p_limit integer DEFAULT 1000,
+    p_init boolean DEFAULT true
+) RETURNS TABLE (seq bigint, event text, payload text, run_status text, last_event_seq bigint)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    v_run := yuxi.run_get(p_run_id, p_uid);
+    IF p_init THEN
+        RETURN QUERY
+        SELECT 0::bigint, 'init'::text,
+               json_build_object('run_id', v_run.run_id, 'thread_id', v_run.thread_id,
+                                 'request_id', v_run.request_id, 'run_type', v_run.run_type,
+                                 'message_id', v_run.input_message_id, 'query', m.content,
+                                 'input', v_run.input_payload)::text,
+               v_run.status, v_run.last_event_seq
+        FROM (SELECT 1) one
+        LEFT JOIN yuxi.messages m ON m.id = v_run.input_message_id;
+    END IF;
+    RETURN QUERY SELECT * FROM yuxi.run_stream_read(p_run_id, p_after, p_limit);
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_stream_open(uuid, uuid, bigint, integer, boolean) IS
+    'The first read of a run''s SSE stream: its init row (seq 0, with p_init), then yuxi.run_stream_read''s rows, in one snapshot. Raises not_found (YN001)';
