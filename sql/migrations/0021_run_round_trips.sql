@@ -1,7 +1,12 @@
 -- The manifest's commit also appends the attempt's first events (its `metadata`), so a
 -- run no longer makes an append of its own for them, nor a commit waiting for the disk;
 -- an SSE stream's first read returns its init event and its first events together
--- (yuxi.run_stream_open).
+-- (yuxi.run_stream_open); agent_runs leaves room on its pages for HOT updates.
+
+-- Room on each page for a run's updates that change no indexed column (its manifest, its
+-- event batches) to be HOT: written beside the row, no index touched. Rows already
+-- stored keep their pages until rewritten.
+ALTER TABLE yuxi.agent_runs SET (fillfactor = 70);
 
 DROP FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text);
 

@@ -283,7 +283,10 @@ CREATE TABLE yuxi.agent_runs (
     CHECK (yuxi.run_is_leased(status) = (lease_token IS NOT NULL AND lease_expires_at IS NOT NULL)),
     -- a run that no longer holds its thread has ended, for now (interrupted) or for good
     CHECK (yuxi.run_is_active(status) = (finished_at IS NULL))
-);
+)
+-- room on each page for a run's updates that change no indexed column (its manifest, its
+-- event batches) to be HOT: written beside the row, no index touched
+WITH (fillfactor = 70);
 -- At most one active top-level run per conversation. Subagent runs execute inside
 -- their parent's run and are not part of the thread's queue.
 CREATE UNIQUE INDEX agent_runs_one_active_key
