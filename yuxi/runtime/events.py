@@ -46,6 +46,8 @@ class EventWriter:
         self._lock = asyncio.Lock()
         self._closed = False
         self._backoff = Backoff()
+        # the ids of the messages whose text was buffered as message chunks
+        self.streamed: set[str | None] = set()
 
     def next_batch(self) -> int:
         """The attempt's next batch number, for events another call appends in its own
@@ -68,6 +70,12 @@ class EventWriter:
 
     async def message_chunk(self, message_id: str | None, text: str) -> None:
         """Buffers streamed text, joined to the previous chunk of the same message."""
+        self.model_text(message_id, text)
+
+    def model_text(self, message_id: str | None, text: str) -> None:
+        """``message_chunk`` for a synchronous caller (the models' callback, called in
+        the run's task: yuxi.agents.models.usage). Remembers the message as streamed."""
+        self.streamed.add(message_id)
         if self._chunks and self._chunks[-1]["message_id"] == message_id:
             self._chunks[-1]["text"] += text
         else:

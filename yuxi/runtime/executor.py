@@ -33,7 +33,7 @@ from yuxi.agents.context import BaseContext
 from yuxi.agents.delegation import current_delegate
 from yuxi.agents.memory import current_run_memory
 from yuxi.agents.models import RegisteredModel, model_capabilities
-from yuxi.agents.models.usage import current_call_gate, current_usage
+from yuxi.agents.models.usage import current_call_gate, current_text, current_usage
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.queue.errors import InsufficientCredits, LeaseLost, ManifestConflict, RunNotClaimable
@@ -381,6 +381,8 @@ class RunExecutor:
         delegating = current_delegate.set(ChildRuns(self, claimed, run.uid))
         # every model call's tokens (summarisation included) reach this run's collector
         counting = current_usage.set(usage)
+        # the agent's model calls stream their text into the run's events
+        texting = current_text.set(events)
         # a run holding credits extends its freeze before each further model call
         gating = current_call_gate.set(
             None
@@ -394,29 +396,33 @@ class RunExecutor:
             )
         )
         try:
+            # The models' text reaches the events through their own callback (current_text)
+            # as they produce it; LangGraph's "messages" mode would call a handler for
+            # every node and middleware step instead.
             async for part in graph.astream(
-                first_input,
-                config,
-                context=context,
-                stream_mode=["messages", "updates"],
-                version="v2",
+                first_input, config, context=context, stream_mode="updates", version="v2"
             ):
-                if part["type"] == "messages":
-                    chunk, _meta = part["data"]
-                    if isinstance(chunk, AIMessage) and text_of(chunk):
-                        await events.message_chunk(chunk.id, text_of(chunk))
-                elif part["type"] == "updates":
-                    for node, update in part["data"].items():
-                        if node == "__interrupt__":
-                            interrupts.extend(interrupt_of(i) for i in update)
-                            continue
-                        for message in messages_of(update):
-                            produced.append(message)
-                            await events.tool_activity(message)
+                updates: dict[str, Any] = part["data"]  # type: ignore[assignment]
+                for node, update in updates.items():
+                    if node == "__interrupt__":
+                        interrupts.extend(interrupt_of(i) for i in update)
+                        continue
+                    for message in messages_of(update):
+                        produced.append(message)
+                        # a reply no model call streamed (a node wrote it): its text
+                        # as one chunk, as LangGraph's "messages" mode would send it
+                        if (
+                            isinstance(message, AIMessage)
+                            and message.id not in events.streamed
+                            and text_of(message)
+                        ):
+                            await events.message_chunk(message.id, text_of(message))
+                        await events.tool_activity(message)
         finally:
             current_run_memory.reset(remembering)
             current_delegate.reset(delegating)
             current_usage.reset(counting)
+            current_text.reset(texting)
             current_call_gate.reset(gating)
 
         if interrupts:

@@ -17,7 +17,7 @@ from yuxi.agents.models.config import (
 )
 from yuxi.agents.models.openai_compatible import OpenAICompatibleChatModel
 from yuxi.agents.models.scripted import ScriptedChatModel
-from yuxi.agents.models.usage import USAGE_RELAY
+from yuxi.agents.models.usage import MODEL_RELAY
 from yuxi.settings import SettingsError
 
 # Sent when an OpenAI-compatible server other than api.openai.com has no key
@@ -57,7 +57,7 @@ def load_chat_model(
         return ScriptedChatModel(
             disable_streaming=not capabilities.streaming,
             tool_calling=capabilities.tool_calling,
-            callbacks=[USAGE_RELAY],
+            callbacks=[MODEL_RELAY],
         )
     return _openai(
         parsed, settings, capabilities, registered, json_replies and capabilities.json_mode
@@ -104,6 +104,6 @@ def _openai(
         spec=str(spec),
         # a compatible server reports a streamed call's tokens only when asked
         stream_usage=True,
-        callbacks=[USAGE_RELAY],
+        callbacks=[MODEL_RELAY],
         **extra,
     )

@@ -27,6 +27,8 @@ from langchain_core.tools import BaseTool
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
+from yuxi.agents.models.usage import StreamsInRuns
+
 # Request fields through which a model is offered tools (current and legacy API).
 _TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
 _MASK = "**********"
@@ -36,7 +38,7 @@ class ModelProviderError(RuntimeError):
     """A provider error whose original message contained the API key (now masked)."""
 
 
-class OpenAICompatibleChatModel(ChatOpenAI):
+class OpenAICompatibleChatModel(StreamsInRuns, ChatOpenAI):
     """ChatOpenAI for OpenAI-compatible endpoints, honouring yuxi's capability flags."""
 
     spec: str = ""

@@ -48,6 +48,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from yuxi.agents.models.usage import StreamsInRuns
+
 ASK_USER_TOOL_NAME = "ask_user"
 """The tool ``/ask`` calls; the runtime provides it (it interrupts for the answer)."""
 
@@ -78,7 +80,7 @@ _TOOL_ARGS = re.compile(r"(\S+)\s*(.*)", re.DOTALL)
 _WORD = re.compile(r"\s*\S+\s*|\s+")
 
 
-class ScriptedChatModel(BaseChatModel):
+class ScriptedChatModel(StreamsInRuns, BaseChatModel):
     """The deterministic test model behind ``builtin:scripted``."""
 
     tool_names: tuple[str, ...] | None = None

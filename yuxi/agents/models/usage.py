@@ -1,9 +1,12 @@
-"""How a run learns what its model calls spent, at the cost of the model calls only.
+"""What a run learns from its model calls, at the cost of the model calls only.
 
-Every model yuxi builds carries ``USAGE_RELAY`` as its own callback: it is called when a
-call of that model ends (a summarisation call through the same model too) and hands the
-result to the collector of the run being executed, found in ``current_usage`` (set by
-the worker around the graph). A callback in the graph's config instead would be called
+Every model yuxi builds carries ``MODEL_RELAY`` as its own callback. It hands each call's
+end to the usage collector of the run being executed (``current_usage``, a summarisation
+call through the same model too) and the call's text, token by token as the model
+streams it or whole when it did not, to the run's event writer (``current_text``;
+calls tagged ``nostream``, such as summaries, are left out). Both are set by the worker
+around the graph, and inside a run yuxi's models stream (``StreamsInRuns``). A callback
+in the graph's config instead (LangGraph's ``stream_mode="messages"``) would be called
 for every node and middleware step of every run.
 """
 
@@ -11,11 +14,24 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from typing import Any, Protocol
+from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.outputs import LLMResult
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, GenerationChunk, LLMResult
+from langgraph.constants import TAG_NOSTREAM
 
 current_usage: ContextVar[BaseCallbackHandler | None] = ContextVar("yuxi_usage", default=None)
+
+
+class TextSink(Protocol):
+    """Where a run's model text goes (the run's event writer)."""
+
+    def model_text(self, message_id: str | None, text: str) -> None: ...
+
+
+current_text: ContextVar[TextSink | None] = ContextVar("yuxi_model_text", default=None)
+"""The sink of the run being executed (set by the worker); None outside a run."""
 
 
 class ModelCallGate(Protocol):
@@ -30,16 +46,78 @@ current_call_gate: ContextVar[ModelCallGate | None] = ContextVar("yuxi_call_gate
 agent's model calls; None outside a run or when no budget applies."""
 
 
-class UsageRelay(BaseCallbackHandler):
-    """Passes each model call's end to ``current_usage`` (nothing outside a run)."""
+def message_text(message: BaseMessage) -> str:
+    """The message's text as a plain ``str`` (as the run's events store it)."""
+    return str(message.text)
 
-    # run in the caller's task, where current_usage is set, never in a thread pool
+
+class ModelRelay(BaseCallbackHandler):
+    """Passes each model call's text and end to the run being executed (nothing outside
+    a run)."""
+
+    # run in the caller's task, where the run's context variables are set, never in a
+    # thread pool
     run_inline = True
 
-    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
-        sink = current_usage.get()
-        if sink is not None:
-            sink.on_llm_end(response, **kwargs)
+    def __init__(self) -> None:
+        # the calls (LangChain run ids) whose text was streamed: their whole reply at
+        # the end is not sent again
+        self._streamed: set[UUID] = set()
+
+    def on_llm_new_token(
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: GenerationChunk | ChatGenerationChunk | None = None,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        sink = current_text.get()
+        if sink is None or not isinstance(chunk, ChatGenerationChunk):
+            return
+        if tags and TAG_NOSTREAM in tags:
+            return
+        text = message_text(chunk.message)
+        if text:
+            self._streamed.add(run_id)
+            sink.model_text(chunk.message.id, text)
+
+    def on_llm_end(
+        self, response: LLMResult, *, run_id: UUID, tags: list[str] | None = None, **kwargs: Any
+    ) -> None:
+        usage = current_usage.get()
+        if usage is not None:
+            usage.on_llm_end(response, run_id=run_id, tags=tags, **kwargs)
+        if run_id in self._streamed:
+            self._streamed.discard(run_id)
+            return
+        sink = current_text.get()
+        if sink is None or (tags and TAG_NOSTREAM in tags):
+            return
+        if response.generations and response.generations[0]:
+            generation = response.generations[0][0]
+            if isinstance(generation, ChatGeneration):
+                text = message_text(generation.message)
+                if text:
+                    sink.model_text(generation.message.id, text)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._streamed.discard(run_id)
 
 
-USAGE_RELAY = UsageRelay()
+MODEL_RELAY = ModelRelay()
+
+
+class StreamsInRuns:
+    """Mixin of yuxi's chat models: a call made inside a run streams (where the model
+    and its capabilities allow), so that its text reaches the run's events as it comes;
+    outside a run a call streams only when asked to."""
+
+    def _should_stream(self, *, async_api: bool, run_manager: Any = None, **kwargs: Any) -> bool:
+        if current_text.get() is not None and "stream" not in kwargs:
+            kwargs["stream"] = True
+        return super()._should_stream(  # type: ignore[misc,no-any-return]
+            async_api=async_api, run_manager=run_manager, **kwargs
+        )
