@@ -13,7 +13,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from yuxi.api.access_log import AccessLog
-from yuxi.api.dependencies import bearer, caller, connection
+from yuxi.api.dependencies import caller, connection
 from yuxi.api.errors import EXCEPTION_HANDLERS
 from yuxi.api.event_hub import EventHub
 from yuxi.api.lg import lg_router
@@ -110,11 +110,7 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             # the LangGraph Platform-compatible subset (docs/langgraph.md)
             lg_router(settings.lg_prefix),
         ],
-        dependencies={
-            "conn": Provide(connection),
-            "user": Provide(caller),
-            "bearer": Provide(bearer),
-        },
+        dependencies={"conn": Provide(connection), "user": Provide(caller)},
         before_request=refuse_deep_json,
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         lifespan=[lifespan],

@@ -43,11 +43,13 @@ async def caller_briefly(request: Request[object, object, State], state: State) 
         return await authenticate(request, conn, token)
 
 
-async def bearer(request: Request[object, object, State]) -> Bearer:
-    """The ``bearer`` dependency of the routes every run goes through (submit, its event
-    stream, its result): the request's token (401 without one), checked by the route's
-    own statement instead of one of its own (``yuxi.queue.callers.Bearer``; 401 when no
-    live user holds it). Its user is kept in the ASGI scope once checked."""
+def bearer_of(request: Request[object, object, State]) -> Bearer:
+    """For the routes every run goes through (submit, its event stream, its result): the
+    request's token (401 without one), checked by the route's own statement instead of
+    one of its own (``yuxi.queue.callers.Bearer``; 401 when no live user holds it). Its
+    user is kept in the ASGI scope once checked. Called by the handler, not injected:
+    litestar resolves two dependencies of one level (this and ``conn``) in a task group
+    of their own, which costs a request more than the token check saves."""
     scope = request.scope
 
     def keep(user: User) -> None:

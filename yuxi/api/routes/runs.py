@@ -20,6 +20,7 @@ from litestar.params import FromPath, JSONBody, Parameter
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
+from yuxi.api.dependencies import bearer_of
 from yuxi.api.dto import (
     CancelResult,
     ContinueResult,
@@ -37,7 +38,6 @@ from yuxi.api.event_hub import Subscription, server_closing
 from yuxi.api.routes.files import conversation_root
 from yuxi.api.sse import EventStream, sse_message
 from yuxi.queue.attachments import message_refer_attachments
-from yuxi.queue.callers import Bearer
 from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
 from yuxi.queue.events import StreamRead, run_end_event, run_stream_open, run_stream_read
 from yuxi.queue.requests import (
@@ -164,8 +164,13 @@ class RunsController(Controller):
 
     @post("/runs", status_code=202, summary="Submit a message to a conversation's queue")
     async def submit(
-        self, state: State, conn: Conn, bearer: NamedDependency[Bearer], data: JSONBody[SubmitRun]
+        self,
+        state: State,
+        conn: Conn,
+        request: Request[object, object, State],
+        data: JSONBody[SubmitRun],
     ) -> RequestView:
+        bearer = bearer_of(request)
         if data.model_spec is not None or data.image_content is not None or data.attachments:
             user = await bearer_user(conn, bearer)
             if data.model_spec is not None:  # 400 invalid_model before anything is stored
@@ -207,9 +212,9 @@ class RunsController(Controller):
 
     @get("/runs/{run_id:uuid}/result", summary="A run's outcome")
     async def result(
-        self, conn: Conn, bearer: NamedDependency[Bearer], run_id: FromPath[UUID]
+        self, conn: Conn, request: Request[object, object, State], run_id: FromPath[UUID]
     ) -> RunResult:
-        row = await run_result(conn, run_id, uid=bearer)
+        row = await run_result(conn, run_id, uid=bearer_of(request))
         error = None
         if row.error_type or row.error_message:
             error = RunError(type=row.error_type, message=row.error_message)
@@ -246,7 +251,6 @@ class RunsController(Controller):
         self,
         state: State,
         conn: Conn,
-        bearer: NamedDependency[Bearer],
         request: Request[object, object, State],
         run_id: FromPath[UUID],
         after_seq: Annotated[int | None, Parameter(ge=0, le=MAX_SEQ)] = None,
@@ -254,6 +258,7 @@ class RunsController(Controller):
         """``id:`` is the event's seq. A stream from the start (no ``Last-Event-ID``, no
         ``?after_seq=``) begins with ``init`` (id 0): the run's input as stored. Resumes
         after ``Last-Event-ID`` or ``?after_seq=``; ends after exactly one ``end`` event."""
+        bearer = bearer_of(request)
         last_event_id = request.headers.get("last-event-id")
         after = after_seq or 0
         if last_event_id:
