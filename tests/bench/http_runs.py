@@ -512,7 +512,8 @@ PY_STAGES: list[tuple[str, str, str]] = [
     ("  events handler (first read)", "yuxi/api/routes/runs.py", "events"),
     ("  SSE stream body", "yuxi/api/routes/runs.py", "_stream"),
     ("  result handler", "yuxi/api/routes/runs.py", "result"),
-    ("  auth (token → user)", "yuxi/api/dependencies.py", "caller"),
+    # the run routes check the token inside their statement (yuxi.queue.calls._call_as)
+    ("  the calls made as the request's token", "yuxi/queue/calls.py", "_call_as"),
     ("worker: procrastinate job (fetch → finish)", "procrastinate/worker.py", "run_job"),
     ("  procrastinate fetch_job", "procrastinate/manager.py", "fetch_job"),
     ("  procrastinate finish_job", "procrastinate/manager.py", "finish_job"),
