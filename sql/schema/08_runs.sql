@@ -304,33 +304,73 @@ COMMENT ON FUNCTION yuxi.run_write_manifest(uuid, uuid, jsonb, text, timestamptz
     'Worker: stores the run''s manifest once; an equal fingerprint is accepted again. Raises invalid_input (YV001), lease_lost (YL001), manifest_conflict (YM001)';
 
 -- Writes the manifest as yuxi.run_write_manifest does (under the lease, write-once) and
--- then reads the run's identity again, as it stands now that preparation is over: a
--- conversation deleted, an agent hidden or its backend changed meanwhile shows here.
--- When the identity holds (no identity_error, the backend still p_backend_id), the
--- attempt's first events (its `metadata`) are appended in the same transaction as its
--- batch p_batch (yuxi.run_append_batch: a re-sent batch is not stored twice), without a
+-- reads the run's identity as it stands now that preparation is over: a conversation
+-- deleted, an agent hidden or its backend changed meanwhile shows here. When the
+-- identity holds (no identity_error, the backend still p_backend_id), the attempt's
+-- first events (its `metadata`) are appended in the same transaction as its batch
+-- p_batch (a batch already stored is skipped, as yuxi.run_append_batch does), without a
 -- NOTIFY: the worker announces them later, with its next batch or the run's end, or on
 -- their own if neither comes soon. last_event_seq: the run's last seq after the call.
+-- The run's row is updated once: a second update of a row this transaction already
+-- updated would check its foreign keys again, locking the conversation after the run,
+-- against the global lock order (a cancel holding the conversation would deadlock).
 CREATE FUNCTION yuxi.run_commit_manifest(
     p_run_id uuid, p_token uuid, p_manifest jsonb, p_fingerprint text,
     p_backend_id text DEFAULT NULL, p_events jsonb DEFAULT '[]', p_batch bigint DEFAULT NULL
 ) RETURNS TABLE (fingerprint text, identity_error text, backend_id text, last_event_seq bigint)
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+    v_events jsonb := coalesce(p_events, '[]');
+    v_count integer := 0;
 BEGIN
-    fingerprint := yuxi.run_write_manifest(p_run_id, p_token, p_manifest, p_fingerprint);
+    IF p_manifest IS NULL OR p_fingerprint IS NULL OR p_fingerprint !~ '^[0-9a-f]{64}$' THEN
+        RAISE EXCEPTION 'manifest and a sha-256 hex fingerprint are required'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF jsonb_typeof(v_events) IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION 'events must be a JSON array' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF jsonb_array_length(v_events) > 0 AND (p_batch IS NULL OR p_batch < 1) THEN
+        RAISE EXCEPTION 'events need a batch number from 1' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_events) e WHERE e ->> 'event' = 'end') THEN
+        RAISE EXCEPTION 'the end event is written by run_finish' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    v_run := yuxi.run_lock_leased(p_run_id, p_token, clock_timestamp());
+    IF v_run.manifest_fingerprint IS NOT NULL AND v_run.manifest_fingerprint <> p_fingerprint THEN
+        RAISE EXCEPTION 'run % already has manifest %; this attempt derived %',
+            p_run_id, v_run.manifest_fingerprint, p_fingerprint
+            USING ERRCODE = 'YM001', HINT = 'manifest_conflict';
+    END IF;
+    fingerprint := coalesce(v_run.manifest_fingerprint, p_fingerprint);
     SELECT i.identity_error, i.backend_id INTO identity_error, backend_id
     FROM yuxi.run_execution_input(p_run_id) i;
     IF identity_error IS NULL AND backend_id IS NOT DISTINCT FROM p_backend_id
-       AND jsonb_array_length(coalesce(p_events, '[]')) > 0 THEN
-        last_event_seq := yuxi.run_append_batch(p_run_id, p_token, p_batch, p_events, NULL, false);
-    ELSE
-        SELECT r.last_event_seq INTO last_event_seq FROM yuxi.agent_runs r WHERE r.run_id = p_run_id;
+       AND v_run.last_event_batch < coalesce(p_batch, 0) THEN
+        v_count := jsonb_array_length(v_events);
+    END IF;
+    last_event_seq := v_run.last_event_seq;
+    IF v_run.manifest_fingerprint IS NULL OR v_count > 0 THEN
+        UPDATE yuxi.agent_runs r
+        SET manifest = coalesce(r.manifest, p_manifest),
+            manifest_fingerprint = coalesce(r.manifest_fingerprint, p_fingerprint),
+            last_event_seq = r.last_event_seq + v_count,
+            last_event_batch = CASE WHEN v_count > 0 THEN p_batch ELSE r.last_event_batch END
+        WHERE r.run_id = p_run_id
+        RETURNING r.last_event_seq INTO last_event_seq;
+    END IF;
+    IF v_count > 0 THEN
+        INSERT INTO yuxi.run_events (run_id, seq, event, payload)
+        SELECT p_run_id, last_event_seq - v_count + e.ord, e.value ->> 'event',
+               coalesce(e.value -> 'payload', '{}')
+        FROM jsonb_array_elements(v_events) WITH ORDINALITY AS e(value, ord);
     END IF;
     RETURN NEXT;
 END;
 $$;
 COMMENT ON FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text, text, jsonb, bigint) IS
-    'Worker: yuxi.run_write_manifest, then the run''s identity_error and backend as they stand now; while they hold, appends p_events as batch p_batch (no NOTIFY). Raises as yuxi.run_write_manifest and yuxi.run_append_batch';
+    'Worker: writes the manifest once (as yuxi.run_write_manifest), reads the run''s identity_error and backend as they stand now and, while they hold, appends p_events as batch p_batch (no NOTIFY), updating the run''s row once. Raises invalid_input (YV001), lease_lost (YL001), manifest_conflict (YM001)';
 
 -- ---------------------------------------------------------------------------------
 -- Ending runs

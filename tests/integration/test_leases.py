@@ -204,6 +204,35 @@ async def test_the_manifests_commit_stores_the_attempts_first_events_once(world:
     assert await world.value("SELECT count(*) FROM yuxi.run_events WHERE run_id = %s", other) == 0
 
 
+async def test_the_manifests_commit_does_not_wait_for_its_conversation(world: World) -> None:
+    """A cancel locks the conversation, then the run (the global order). The manifest's
+    commit, which locks the run, must not then need the conversation (a second update of
+    its own row would check the row's foreign keys again): it completes while another
+    session holds the conversation, instead of deadlocking with that cancel."""
+    thread = await world.thread()
+    run_id = await _pending_run(world, thread)
+    claimed = await world.claim(run_id)
+    backend = await world.value("SELECT backend_id FROM yuxi.agents WHERE slug = 'chatbot'")
+    async with await psycopg.AsyncConnection.connect(world.url) as holder:
+        await holder.execute(
+            "SELECT 1 FROM yuxi.conversations WHERE thread_id = %s FOR UPDATE", (thread,)
+        )
+        async with await psycopg.AsyncConnection.connect(world.url, autocommit=True) as conn:
+            await conn.execute("SET lock_timeout = '2s'")
+            current = await run_commit_manifest(
+                conn,
+                run_id,
+                claimed.lease_token,
+                manifest={"v": 1},
+                fingerprint=FINGERPRINT_A,
+                backend_id=backend,
+                events=[RunEvent("metadata", {})],
+                batch=1,
+            )
+        await holder.rollback()
+    assert current.last_event_seq == 1
+
+
 async def test_concurrent_reconcilers_fail_an_expired_run_once(world: World) -> None:
     thread = await world.thread()
     run_id = await _pending_run(world, thread)
