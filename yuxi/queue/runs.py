@@ -123,18 +123,6 @@ class CommittedManifest(msgspec.Struct, frozen=True):
     manifest_fingerprint: str
 
 
-class RunInput(msgspec.Struct, frozen=True):
-    """A row of ``yuxi.run_input``: what the run was asked, as stored."""
-
-    run_id: UUID
-    thread_id: UUID
-    request_id: str
-    run_type: str
-    message_id: int | None
-    query: str | None
-    input: dict[str, Any]
-
-
 class ManifestCommit(msgspec.Struct, frozen=True):
     """The stored fingerprint, and the run's identity read again after the write."""
 
@@ -431,17 +419,6 @@ async def run_get_manifest(
         {"run_id": run_id, "uid": uid},
     )
     return rows[0] if rows else None
-
-
-async def run_input(
-    conn: AsyncConnection[Any], run_id: UUID, *, uid: UUID | Bearer | None = None
-) -> RunInput:
-    return await call_one(
-        conn,
-        RunInput,
-        "yuxi.run_input(p_run_id => %(run_id)s, p_uid => %(uid)s)",
-        {"run_id": run_id, "uid": uid},
-    )
 
 
 async def run_result(
