@@ -10,9 +10,10 @@ ALTER TABLE yuxi.agent_runs SET (fillfactor = 70);
 
 DROP FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text);
 
--- Writes the manifest as yuxi.run_write_manifest does (under the lease, write-once) and
--- reads the run's identity as it stands now that preparation is over: a conversation
--- deleted, an agent hidden or its backend changed meanwhile shows here. When the
+-- Writes the manifest under the lease, once (the first fingerprint stays, an equal one
+-- is accepted, a different one raises manifest_conflict and changes nothing), and reads
+-- the run's identity as it stands now that preparation is over: a conversation deleted,
+-- an agent hidden or its backend changed meanwhile shows here. When the
 -- identity holds (no identity_error, the backend still p_backend_id), the attempt's
 -- first events (its `metadata`) are appended in the same transaction as its batch
 -- p_batch (a batch already stored is skipped, as yuxi.run_append_batch does), without a
@@ -23,7 +24,8 @@ DROP FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text);
 -- against the global lock order (a cancel holding the conversation would deadlock).
 CREATE FUNCTION yuxi.run_commit_manifest(
     p_run_id uuid, p_token uuid, p_manifest jsonb, p_fingerprint text,
-    p_backend_id text DEFAULT NULL, p_events jsonb DEFAULT '[]', p_batch bigint DEFAULT NULL
+    p_backend_id text DEFAULT NULL, p_events jsonb DEFAULT '[]', p_batch bigint DEFAULT NULL,
+    p_now timestamptz DEFAULT NULL
 ) RETURNS TABLE (fingerprint text, identity_error text, backend_id text, last_event_seq bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -44,7 +46,7 @@ BEGIN
     IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_events) e WHERE e ->> 'event' = 'end') THEN
         RAISE EXCEPTION 'the end event is written by run_finish' USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
-    v_run := yuxi.run_lock_leased(p_run_id, p_token, clock_timestamp());
+    v_run := yuxi.run_lock_leased(p_run_id, p_token, coalesce(p_now, clock_timestamp()));
     IF v_run.manifest_fingerprint IS NOT NULL AND v_run.manifest_fingerprint <> p_fingerprint THEN
         RAISE EXCEPTION 'run % already has manifest %; this attempt derived %',
             p_run_id, v_run.manifest_fingerprint, p_fingerprint
@@ -76,8 +78,8 @@ BEGIN
     RETURN NEXT;
 END;
 $$;
-COMMENT ON FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text, text, jsonb, bigint) IS
-    'Worker: writes the manifest once (as yuxi.run_write_manifest), reads the run''s identity_error and backend as they stand now and, while they hold, appends p_events as batch p_batch (no NOTIFY), updating the run''s row once. Raises invalid_input (YV001), lease_lost (YL001), manifest_conflict (YM001)';
+COMMENT ON FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text, text, jsonb, bigint, timestamptz) IS
+    'Worker: writes the manifest once under the lease, reads the run''s identity_error and backend as they stand now and, while they hold, appends p_events as batch p_batch (no NOTIFY), updating the run''s row once. Raises invalid_input (YV001), lease_lost (YL001), manifest_conflict (YM001)';
 
 -- The first read of a run's SSE stream, for its owner (p_uid) or an operator (NULL):
 -- with p_init, first the stream's `init` row (seq 0: the run's input as stored, the
@@ -109,3 +111,17 @@ END;
 $$;
 COMMENT ON FUNCTION yuxi.run_stream_open(uuid, uuid, bigint, integer, boolean) IS
     'The first read of a run''s SSE stream: its init row (seq 0, with p_init), then yuxi.run_stream_read''s rows, in one snapshot. Raises not_found (YN001)';
+
+-- The write-once rule has one definition: run_write_manifest is run_commit_manifest
+-- without events.
+CREATE OR REPLACE FUNCTION yuxi.run_write_manifest(
+    p_run_id uuid, p_token uuid, p_manifest jsonb, p_fingerprint text, p_now timestamptz DEFAULT NULL
+) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- the one definition of the write-once rule is yuxi.run_commit_manifest's
+    RETURN (SELECT c.fingerprint
+            FROM yuxi.run_commit_manifest(p_run_id, p_token, p_manifest, p_fingerprint,
+                                          p_now => p_now) c);
+END;
+$$;

@@ -281,31 +281,20 @@ CREATE FUNCTION yuxi.run_write_manifest(
     p_run_id uuid, p_token uuid, p_manifest jsonb, p_fingerprint text, p_now timestamptz DEFAULT NULL
 ) RETURNS text
 LANGUAGE plpgsql AS $$
-DECLARE
-    v_run yuxi.agent_runs;
 BEGIN
-    IF p_manifest IS NULL OR p_fingerprint IS NULL OR p_fingerprint !~ '^[0-9a-f]{64}$' THEN
-        RAISE EXCEPTION 'manifest and a sha-256 hex fingerprint are required'
-            USING ERRCODE = 'YV001', HINT = 'invalid_input';
-    END IF;
-    v_run := yuxi.run_lock_leased(p_run_id, p_token, coalesce(p_now, clock_timestamp()));
-    IF v_run.manifest_fingerprint IS NULL THEN
-        UPDATE yuxi.agent_runs SET manifest = p_manifest, manifest_fingerprint = p_fingerprint
-        WHERE run_id = p_run_id;
-    ELSIF v_run.manifest_fingerprint <> p_fingerprint THEN
-        RAISE EXCEPTION 'run % already has manifest %; this attempt derived %',
-            p_run_id, v_run.manifest_fingerprint, p_fingerprint
-            USING ERRCODE = 'YM001', HINT = 'manifest_conflict';
-    END IF;
-    RETURN coalesce(v_run.manifest_fingerprint, p_fingerprint);
+    -- the one definition of the write-once rule is yuxi.run_commit_manifest's
+    RETURN (SELECT c.fingerprint
+            FROM yuxi.run_commit_manifest(p_run_id, p_token, p_manifest, p_fingerprint,
+                                          p_now => p_now) c);
 END;
 $$;
 COMMENT ON FUNCTION yuxi.run_write_manifest(uuid, uuid, jsonb, text, timestamptz) IS
     'Worker: stores the run''s manifest once; an equal fingerprint is accepted again. Raises invalid_input (YV001), lease_lost (YL001), manifest_conflict (YM001)';
 
--- Writes the manifest as yuxi.run_write_manifest does (under the lease, write-once) and
--- reads the run's identity as it stands now that preparation is over: a conversation
--- deleted, an agent hidden or its backend changed meanwhile shows here. When the
+-- Writes the manifest under the lease, once (the first fingerprint stays, an equal one
+-- is accepted, a different one raises manifest_conflict and changes nothing), and reads
+-- the run's identity as it stands now that preparation is over: a conversation deleted,
+-- an agent hidden or its backend changed meanwhile shows here. When the
 -- identity holds (no identity_error, the backend still p_backend_id), the attempt's
 -- first events (its `metadata`) are appended in the same transaction as its batch
 -- p_batch (a batch already stored is skipped, as yuxi.run_append_batch does), without a
@@ -316,7 +305,8 @@ COMMENT ON FUNCTION yuxi.run_write_manifest(uuid, uuid, jsonb, text, timestamptz
 -- against the global lock order (a cancel holding the conversation would deadlock).
 CREATE FUNCTION yuxi.run_commit_manifest(
     p_run_id uuid, p_token uuid, p_manifest jsonb, p_fingerprint text,
-    p_backend_id text DEFAULT NULL, p_events jsonb DEFAULT '[]', p_batch bigint DEFAULT NULL
+    p_backend_id text DEFAULT NULL, p_events jsonb DEFAULT '[]', p_batch bigint DEFAULT NULL,
+    p_now timestamptz DEFAULT NULL
 ) RETURNS TABLE (fingerprint text, identity_error text, backend_id text, last_event_seq bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -337,7 +327,7 @@ BEGIN
     IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_events) e WHERE e ->> 'event' = 'end') THEN
         RAISE EXCEPTION 'the end event is written by run_finish' USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
-    v_run := yuxi.run_lock_leased(p_run_id, p_token, clock_timestamp());
+    v_run := yuxi.run_lock_leased(p_run_id, p_token, coalesce(p_now, clock_timestamp()));
     IF v_run.manifest_fingerprint IS NOT NULL AND v_run.manifest_fingerprint <> p_fingerprint THEN
         RAISE EXCEPTION 'run % already has manifest %; this attempt derived %',
             p_run_id, v_run.manifest_fingerprint, p_fingerprint
@@ -369,8 +359,8 @@ BEGIN
     RETURN NEXT;
 END;
 $$;
-COMMENT ON FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text, text, jsonb, bigint) IS
-    'Worker: writes the manifest once (as yuxi.run_write_manifest), reads the run''s identity_error and backend as they stand now and, while they hold, appends p_events as batch p_batch (no NOTIFY), updating the run''s row once. Raises invalid_input (YV001), lease_lost (YL001), manifest_conflict (YM001)';
+COMMENT ON FUNCTION yuxi.run_commit_manifest(uuid, uuid, jsonb, text, text, jsonb, bigint, timestamptz) IS
+    'Worker: writes the manifest once under the lease, reads the run''s identity_error and backend as they stand now and, while they hold, appends p_events as batch p_batch (no NOTIFY), updating the run''s row once. Raises invalid_input (YV001), lease_lost (YL001), manifest_conflict (YM001)';
 
 -- ---------------------------------------------------------------------------------
 -- Ending runs

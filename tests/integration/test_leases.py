@@ -16,6 +16,7 @@ from yuxi.queue.errors import InvalidInput, LeaseLost, ManifestConflict, RunNotC
 from yuxi.queue.events import RunEvent, run_append_batch, run_append_events
 from yuxi.queue.maintenance import run_reconcile_expired
 from yuxi.queue.runs import (
+    ManifestCommit,
     OutputMessage,
     run_claim,
     run_commit_manifest,
@@ -156,6 +157,22 @@ async def test_manifest_is_write_once(world: World) -> None:
         await world.execute("UPDATE yuxi.agent_runs SET manifest_fingerprint = %s", FINGERPRINT_B)
 
 
+async def _commit_metadata(
+    conn: AsyncConnection[Any], run_id: UUID, token: UUID, backend: str, events: list[RunEvent]
+) -> ManifestCommit:
+    """The worker's manifest commit with the attempt's first events (batch 1)."""
+    return await run_commit_manifest(
+        conn,
+        run_id,
+        token,
+        manifest={"v": 1},
+        fingerprint=FINGERPRINT_A,
+        backend_id=backend,
+        events=events,
+        batch=1,
+    )
+
+
 async def test_the_manifests_commit_stores_the_attempts_first_events_once(world: World) -> None:
     """The metadata event is appended by the manifest's own transaction, as the attempt's
     batch 1: a re-sent commit (a lost reply) stores it once, a later batch follows it,
@@ -166,16 +183,7 @@ async def test_the_manifests_commit_stores_the_attempts_first_events_once(world:
     metadata = [RunEvent("metadata", {"model": "builtin:scripted"})]
     async with world.pool.connection() as conn:
         for _ in range(2):  # the second is a re-send: the batch is stored already
-            current = await run_commit_manifest(
-                conn,
-                run_id,
-                claimed.lease_token,
-                manifest={"v": 1},
-                fingerprint=FINGERPRINT_A,
-                backend_id=backend,
-                events=metadata,
-                batch=1,
-            )
+            current = await _commit_metadata(conn, run_id, claimed.lease_token, backend, metadata)
             assert (current.fingerprint, current.identity_error) == (FINGERPRINT_A, None)
             assert current.last_event_seq == 1
         # nothing was announced by it: the worker does (yuxi/runtime/events.py)
@@ -190,15 +198,8 @@ async def test_the_manifests_commit_stores_the_attempts_first_events_once(world:
     other = await _pending_run(world)
     claimed = await world.claim(other)
     async with world.pool.connection() as conn:
-        current = await run_commit_manifest(
-            conn,
-            other,
-            claimed.lease_token,
-            manifest={"v": 1},
-            fingerprint=FINGERPRINT_A,
-            backend_id="another-backend",
-            events=metadata,
-            batch=1,
+        current = await _commit_metadata(
+            conn, other, claimed.lease_token, "another-backend", metadata
         )
     assert current.backend_id == backend and current.last_event_seq == 0
     assert await world.value("SELECT count(*) FROM yuxi.run_events WHERE run_id = %s", other) == 0
@@ -219,15 +220,8 @@ async def test_the_manifests_commit_does_not_wait_for_its_conversation(world: Wo
         )
         async with await psycopg.AsyncConnection.connect(world.url, autocommit=True) as conn:
             await conn.execute("SET lock_timeout = '2s'")
-            current = await run_commit_manifest(
-                conn,
-                run_id,
-                claimed.lease_token,
-                manifest={"v": 1},
-                fingerprint=FINGERPRINT_A,
-                backend_id=backend,
-                events=[RunEvent("metadata", {})],
-                batch=1,
+            current = await _commit_metadata(
+                conn, run_id, claimed.lease_token, backend, [RunEvent("metadata", {})]
             )
         await holder.rollback()
     assert current.last_event_seq == 1

@@ -17,7 +17,7 @@ class Sink:
     def __init__(self) -> None:
         self.chunks: list[tuple[str | None, str]] = []
 
-    def model_text(self, message_id: str | None, text: str) -> None:
+    def message_chunk(self, message_id: str | None, text: str) -> None:
         self.chunks.append((message_id, text))
 
 

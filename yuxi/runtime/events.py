@@ -68,13 +68,10 @@ class EventWriter:
         self._pending.append(event)
         self._schedule()
 
-    async def message_chunk(self, message_id: str | None, text: str) -> None:
-        """Buffers streamed text, joined to the previous chunk of the same message."""
-        self.model_text(message_id, text)
-
-    def model_text(self, message_id: str | None, text: str) -> None:
-        """``message_chunk`` for a synchronous caller (the models' callback, called in
-        the run's task: yuxi.agents.models.usage). Remembers the message as streamed."""
+    def message_chunk(self, message_id: str | None, text: str) -> None:
+        """Buffers streamed text, joined to the previous chunk of the same message, and
+        remembers the message as streamed. Synchronous: the models' callback calls it in
+        the run's task (yuxi.agents.models.usage)."""
         self.streamed.add(message_id)
         if self._chunks and self._chunks[-1]["message_id"] == message_id:
             self._chunks[-1]["text"] += text

@@ -416,7 +416,7 @@ class RunExecutor:
                             and message.id not in events.streamed
                             and text_of(message)
                         ):
-                            await events.message_chunk(message.id, text_of(message))
+                            events.message_chunk(message.id, text_of(message))
                         await events.tool_activity(message)
         finally:
             current_run_memory.reset(remembering)

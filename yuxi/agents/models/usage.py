@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, GenerationChunk, LLMResult
 from langgraph.constants import TAG_NOSTREAM
 
@@ -27,7 +26,7 @@ current_usage: ContextVar[BaseCallbackHandler | None] = ContextVar("yuxi_usage",
 class TextSink(Protocol):
     """Where a run's model text goes (the run's event writer)."""
 
-    def model_text(self, message_id: str | None, text: str) -> None: ...
+    def message_chunk(self, message_id: str | None, text: str) -> None: ...
 
 
 current_text: ContextVar[TextSink | None] = ContextVar("yuxi_model_text", default=None)
@@ -44,11 +43,6 @@ class ModelCallGate(Protocol):
 current_call_gate: ContextVar[ModelCallGate | None] = ContextVar("yuxi_call_gate", default=None)
 """The gate of the run being executed (set by the worker), asked before each of the
 agent's model calls; None outside a run or when no budget applies."""
-
-
-def message_text(message: BaseMessage) -> str:
-    """The message's text as a plain ``str`` (as the run's events store it)."""
-    return str(message.text)
 
 
 class ModelRelay(BaseCallbackHandler):
@@ -79,10 +73,10 @@ class ModelRelay(BaseCallbackHandler):
             return
         if tags and TAG_NOSTREAM in tags:
             return
-        text = message_text(chunk.message)
+        text = str(chunk.message.text)  # the content's text, a plain str (as graph_io.text_of)
         if text:
             self._streamed.add(run_id)
-            sink.model_text(chunk.message.id, text)
+            sink.message_chunk(chunk.message.id, text)
 
     def on_llm_end(
         self, response: LLMResult, *, run_id: UUID, tags: list[str] | None = None, **kwargs: Any
@@ -99,9 +93,9 @@ class ModelRelay(BaseCallbackHandler):
         if response.generations and response.generations[0]:
             generation = response.generations[0][0]
             if isinstance(generation, ChatGeneration):
-                text = message_text(generation.message)
+                text = str(generation.message.text)
                 if text:
-                    sink.model_text(generation.message.id, text)
+                    sink.message_chunk(generation.message.id, text)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._streamed.discard(run_id)
