@@ -171,3 +171,93 @@ async def test_heartbeats_are_comments_not_events(api: Api) -> None:
                     seen.append(event)
     # nothing happened to the run: a client sees no event but the stored input
     assert [e.event for e in seen] == ["init"]
+
+
+@pytest.fixture
+def count_stream_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The seqs after which the streams read the run's events (run_stream_read), in order."""
+    original = run_stream_read
+    reads: list[int] = []
+
+    async def stream_read(conn: Any, run: UUID, after: int, limit: int = 1000) -> Any:
+        reads.append(after)
+        return await original(conn, run, after, limit)
+
+    monkeypatch.setattr(run_routes, "run_stream_read", stream_read)
+    return reads
+
+
+async def append_quietly(api: Api, run_id: str, token: str, texts: list[str]) -> int:
+    """Appends as the worker does (no NOTIFY in the transaction); returns the last seq."""
+    events = [{"event": "messages", "payload": {"chunks": [{"text": t}]}} for t in texts]
+    return int(
+        await api.value(
+            "SELECT yuxi.run_append_events(%s, %s, %s::jsonb, p_notify => false)",
+            run_id,
+            token,
+            json.dumps(events),
+        )
+    )
+
+
+async def announce(api: Api, run_id: str, last: int, first: int | None) -> None:
+    await api.sql("SELECT yuxi.run_events_announce(%s, %s, %s)", run_id, last, first)
+
+
+async def test_events_a_notification_carries_are_sent_without_a_read(
+    api: Api, count_stream_reads: list[int]
+) -> None:
+    """The worker's notification after commit carries its events: a stream that has sent
+    everything before them sends them as they came, and reads nothing."""
+    run_id, token = await claimed_run(api)
+    seen: list[Sse] = []
+    reader = asyncio.create_task(collect_sse(api.alice, run_id, seen))
+    await asyncio.sleep(0.3)  # opened (its first read: the init event), now it waits
+    last = await append_quietly(api, run_id, token, ["one", "two"])
+    await announce(api, run_id, last, last - 1)
+    await wait_for_event(seen)
+    await api.sql(
+        "SELECT yuxi.run_finish(%s, %s, 'completed', %s::jsonb, p_notify => false)",
+        run_id,
+        token,
+        json.dumps([{"role": "assistant", "content": "done"}]),
+    )
+    await announce(api, run_id, last + 1, last + 1)
+    await asyncio.wait_for(reader, 10)
+    events = without_heartbeats(seen)
+    rows = await api.sql(
+        "SELECT seq, event, payload::text FROM yuxi.run_events WHERE run_id = %s ORDER BY seq",
+        run_id,
+    )
+    # the payloads as stored, to the byte (JSON text as yuxi.run_stream_read gives it)
+    assert [(e.seq, e.event, e.data) for e in events] == [tuple(r) for r in rows]
+    assert [e.event for e in events] == ["messages", "messages", "end"]
+    assert count_stream_reads == []  # the stream's only read was its first
+
+
+async def test_a_notification_that_skips_events_makes_the_stream_read(
+    api: Api, count_stream_reads: list[int]
+) -> None:
+    """A notification carrying only the newest events (the older ones did not fit, or
+    came without a notification) is no gap in the stream: it reads what it has not sent."""
+    run_id, token = await claimed_run(api)
+    seen: list[Sse] = []
+    reader = asyncio.create_task(collect_sse(api.alice, run_id, seen))
+    await asyncio.sleep(0.3)
+    last = await append_quietly(api, run_id, token, ["one", "two", "three"])
+    await announce(api, run_id, last, last)  # carries seq 3 only
+    await wait_for_event(seen)
+    await announce(api, run_id, last, None)  # bare, and nothing the stream has not sent
+    await finish(api, run_id, token)
+    await asyncio.wait_for(reader, 10)
+    events = without_heartbeats(seen)
+    assert [(e.seq, e.event) for e in events] == [
+        (1, "messages"),
+        (2, "messages"),
+        (3, "messages"),
+        (4, "end"),
+    ]
+    assert [e.json()["chunks"][0]["text"] for e in events[:3]] == ["one", "two", "three"]
+    # one read for the gap; the bare notification of seq 3 needed none; the end was
+    # notified in its transaction without events, so it was read
+    assert count_stream_reads == [0, 3]

@@ -305,3 +305,57 @@ async def test_prune_drops_jobs_whose_end_a_live_worker_could_not_record(world: 
         assert await delivery_prune(conn) == 0  # now: nothing is late yet
         assert await delivery_prune(conn, now=later) == 2
     assert await world.value("SELECT args->>'run_id' FROM procrastinate_jobs") == str(running)
+
+
+async def _announced(db_url: str, run_id: UUID, last: int, first: int | None) -> str:
+    async with await AsyncConnection.connect(db_url, autocommit=True) as listener:
+        await listener.execute("LISTEN yuxi_run_events")
+        notifies = listener.notifies(timeout=10, stop_after=1)
+        async with await AsyncConnection.connect(db_url, autocommit=True) as conn:
+            await conn.execute("SELECT yuxi.run_events_announce(%s, %s, %s)", (run_id, last, first))
+        (payload,) = [n.payload async for n in notifies]
+        return payload
+
+
+async def test_an_announcement_carries_the_events_as_streams_read_them(
+    world: World, db_url: str
+) -> None:
+    thread = await world.thread()
+    info = await world.submit(thread, "x")
+    assert info.run_id is not None
+    claimed = await world.claim(info.run_id)
+    # payloads with what JSON text escapes: a tab, a newline, quotes, non-ASCII
+    texts = ["a\tb", "line\nbreak", 'say "hi"', "你好", "x" * 3000, "y" * 3000, "z" * 3000]
+    events = [{"event": "messages", "payload": {"chunks": [{"text": t}]}} for t in texts]
+    last = await world.value(
+        "SELECT yuxi.run_append_events(%s, %s, %s::jsonb, p_notify => false)",
+        info.run_id,
+        claimed.lease_token,
+        json.dumps(events),
+    )
+    assert last == 7
+    stored = await world.fetch(
+        "SELECT seq, event, payload FROM yuxi.run_stream_read(%s, 0) ORDER BY seq", info.run_id
+    )
+
+    def carried(payload: str, last: int) -> list[tuple[int, str, str]]:
+        head, *lines = payload.split("\n")
+        assert head == f"{info.run_id} {last}"
+        return [(int(s), e, p) for s, e, p in (line.split("\t") for line in lines)]
+
+    assert carried(await _announced(db_url, info.run_id, 4, 2), 4) == [
+        tuple(r) for r in stored[1:4]
+    ]
+    # not all fit in a notification: the newest that do, in order, under 8,000 bytes
+    full = await _announced(db_url, info.run_id, 7, 1)
+    assert len(full.encode()) < 7_900
+    assert carried(full, 7) == [tuple(r) for r in stored[5:]]
+    # none asked for, or the newest alone too big: the bare notification
+    assert await _announced(db_url, info.run_id, 7, None) == f"{info.run_id} 7"
+    await world.value(
+        "SELECT yuxi.run_append_events(%s, %s, %s::jsonb, p_notify => false)",
+        info.run_id,
+        claimed.lease_token,
+        json.dumps([{"event": "messages", "payload": {"text": "w" * 9000}}]),
+    )
+    assert await _announced(db_url, info.run_id, 8, 8) == f"{info.run_id} 8"

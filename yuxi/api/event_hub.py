@@ -1,7 +1,10 @@
 """One LISTEN connection per API process, fanned out to every SSE client.
 
 A notification ``"<run_id> <seq>"`` on yuxi_run_events wakes the clients streaming that
-run; each then reads the new events from the table. A notification ``"<thread_id>"`` on
+run; each then reads the new events from the table. A worker's notification also
+carries the events it announces (``yuxi.run_events_announce``): they are parsed once and
+handed to every stream of the run (``Subscription.take``), and a stream that has sent
+everything before them sends them without a read. A notification ``"<thread_id>"`` on
 yuxi_request_events wakes the clients following a request of that thread: triggers send
 it on a change to a thread's queue that no run's end announces (a queued request
 cancelled or steered, a paused backlog resumed; sql/schema/10_events.sql). Clients
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import weakref
 from collections import defaultdict
 from collections.abc import Iterator
@@ -25,6 +29,13 @@ from yuxi.queue.events import EVENTS_CHANNEL
 REQUESTS_CHANNEL = "yuxi_request_events"  # NOTIFY payload: "<thread_id>"
 START_WAIT_SECONDS = 2.0
 RETRY_AFTER_CLOSE_MS = 500
+# notifications a stream keeps while it is busy sending; past that it reads instead
+MAX_HELD = 64
+
+# an event a notification carried: (seq, event, payload as JSON text)
+Carried = tuple[int, str, str]
+# what one notification announced: the run's last seq, and the events it carried
+Announced = tuple[int, tuple[Carried, ...]]
 
 
 def server_closing() -> bytes:
@@ -85,8 +96,9 @@ class EventHub:
     def listen(self, *keys: UUID) -> Subscription:
         """``subscribe`` for a stream whose body starts later (the first read is made by
         its request's handler): the body closes it; one never started is dropped with
-        its stream, since the hub holds its event weakly."""
-        event = asyncio.Event()
+        its stream, since the hub holds its event weakly. It also keeps what each
+        notification announced, for ``Subscription.take``."""
+        event = _Inbox()
         for key in keys:
             self._waiters[key].add(event)
         return Subscription(self, event, keys)
@@ -100,7 +112,8 @@ class EventHub:
                     del self._waiters[key]
 
     def _wake(self, payload: str) -> None:
-        key, _, _seq = payload.partition(" ")
+        head, _, body = payload.partition("\n")
+        key, _, seq = head.partition(" ")
         try:
             target = UUID(key)
         except ValueError:
@@ -110,13 +123,57 @@ class EventHub:
             return
         if not waiters:  # its streams were dropped unread
             del self._waiters[target]
+        announced: Announced | None = None
         for event in list(waiters):
+            if isinstance(event, _Inbox):
+                if announced is None:
+                    announced = _announced(seq, body)
+                event.hold(announced)
             event.set()
 
     def _wake_all(self) -> None:
         for waiters in list(self._waiters.values()):
             for event in list(waiters):
+                if isinstance(event, _Inbox):
+                    event.stale = True  # notifications may have been missed: read
                 event.set()
+
+
+def _announced(seq: str, body: str) -> Announced:
+    """A run notification's last seq and carried events (none: a bare notification, or
+    one this version cannot read, which leaves the stream to read)."""
+    try:
+        last = int(seq)
+    except ValueError:  # e.g. a NOTIFY sent by hand with the run id alone
+        return (sys.maxsize, ())
+    carried: list[Carried] = []
+    if body:
+        for line in body.split("\n"):
+            number, _, rest = line.partition("\t")
+            event, _, text = rest.partition("\t")
+            try:
+                carried.append((int(number), event, text))
+            except ValueError:
+                return (last, ())
+    return (last, tuple(carried))
+
+
+class _Inbox(asyncio.Event):
+    """A stream's event, with what the notifications it was set for announced; ``stale``:
+    something may be missing from them (too many held, the listener reconnected, the
+    server is closing), so the stream reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[Announced] = []
+        self.stale = False
+
+    def hold(self, announced: Announced) -> None:
+        if len(self.held) >= MAX_HELD:
+            self.held.clear()
+            self.stale = True
+        else:
+            self.held.append(announced)
 
 
 class Subscription:
@@ -124,10 +181,40 @@ class Subscription:
 
     __slots__ = ("_hub", "_keys", "event")
 
-    def __init__(self, hub: EventHub, event: asyncio.Event, keys: tuple[UUID, ...]) -> None:
+    def __init__(self, hub: EventHub, event: _Inbox, keys: tuple[UUID, ...]) -> None:
         self._hub = hub
         self._keys = keys
         self.event = event
+
+    def take(self, after: int) -> list[Carried] | None:
+        """The events announced since the last ``take`` that follow seq ``after``, in
+        order; None when they do not continue it without a gap up to the last seq
+        announced (a bare notification, a payload that was full, a notification
+        missed): the stream then reads. Clears ``event``; what is announced later sets
+        it again."""
+        inbox = self.event
+        held, inbox.held = inbox.held, []
+        stale, inbox.stale = inbox.stale, False
+        inbox.clear()
+        if stale:
+            return None
+        taken: list[Carried] = []
+        for last, carried in held:
+            for item in carried:
+                if item[0] == after + 1:
+                    taken.append(item)
+                    after += 1
+                elif item[0] > after:
+                    return None
+            if last > after:
+                return None
+        return taken
+
+    def drop(self) -> None:
+        """Forgets what was announced so far (a read covers it), and clears ``event``."""
+        self.event.held.clear()
+        self.event.stale = False
+        self.event.clear()
 
     def close(self) -> None:
         self._hub._unsubscribe(self.event, self._keys)

@@ -14,7 +14,10 @@ from psycopg import AsyncConnection
 from yuxi.queue.callers import Bearer
 from yuxi.queue.calls import call_many, call_scalar, encode_json
 
-EVENTS_CHANNEL = "yuxi_run_events"  # NOTIFY payload: "<run_id> <last seq>"
+# NOTIFY payload: "<run_id> <last seq>", then, when a worker announces them after their
+# commit, "\n<seq>\t<event>\t<payload JSON>" for each event it carries
+# (yuxi.run_events_announce)
+EVENTS_CHANNEL = "yuxi_run_events"
 CANCEL_CHANNEL = "yuxi_run_cancel"  # NOTIFY payload: "<run_id>"
 
 
@@ -61,15 +64,20 @@ async def run_append_events(
         },
     )
     if notify_after_commit:
-        await notify_run_events(conn, run_id, int(value))
+        await notify_run_events(conn, run_id, int(value), int(value) - len(events) + 1)
     return int(value)
 
 
-async def notify_run_events(conn: AsyncConnection[Any], run_id: UUID, seq: int) -> None:
-    """Tells listeners that ``run_id`` has events up to ``seq`` (on its own, after commit)."""
+async def notify_run_events(
+    conn: AsyncConnection[Any], run_id: UUID, seq: int, first: int | None = None
+) -> None:
+    """Tells listeners that ``run_id`` has events up to ``seq`` (on its own, after commit),
+    carrying the events from ``first`` on as far as a notification holds them
+    (``yuxi.run_events_announce``): the streams that sent everything before them need
+    not read them."""
     if not conn.autocommit:
         raise RuntimeError("notify after commit needs an autocommit connection")
-    await conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, f"{run_id} {seq}"))
+    await conn.execute("SELECT yuxi.run_events_announce(%s, %s, %s)", (run_id, seq, first))
 
 
 async def run_events_after(
@@ -147,12 +155,15 @@ async def run_append_batch(
     *,
     now: datetime | None = None,
     notify_after_commit: bool = False,
+    announce_from: int | None = None,
 ) -> int:
     """Appends the attempt's event batch number ``batch`` (1, 2, ... per attempt) as the
     lease holder; a batch already stored is skipped, so re-sending one whose reply was
     lost stores nothing twice. Returns the run's last seq.
 
-    ``notify_after_commit``: as for ``run_append_events``."""
+    ``notify_after_commit``: as for ``run_append_events``; the notification carries the
+    batch's events, and those from ``announce_from`` on (events committed before without
+    a notification)."""
     value = await call_scalar(
         conn,
         "SELECT yuxi.run_append_batch(p_run_id => %(run_id)s, p_token => %(token)s,"
@@ -168,5 +179,8 @@ async def run_append_batch(
         },
     )
     if notify_after_commit:
-        await notify_run_events(conn, run_id, int(value))
+        first = int(value) - len(events) + 1
+        if announce_from is not None:
+            first = min(first, announce_from)
+        await notify_run_events(conn, run_id, int(value), first)
     return int(value)

@@ -285,12 +285,15 @@ async def run_finish(
     notify_after_commit: bool = False,
     events: Sequence[RunEvent] = (),
     usage: Sequence[dict[str, Any]] = (),
+    announce_from: int | None = None,
 ) -> Run:
     """Ends the run, stores its output messages, appends its last ``events`` and its
     `end` event, records its token ``usage`` (rows of ``yuxi.run_usage``) and moves the
     thread's queue on (next dispatch, or pause), all in one transaction.
 
-    ``notify_after_commit``: as for ``run_append_events``."""
+    ``notify_after_commit``: as for ``run_append_events``; the notification carries the
+    last events and the `end`, and those from ``announce_from`` on (events committed
+    before without a notification)."""
     run = await call_one(
         conn,
         Run,
@@ -312,7 +315,10 @@ async def run_finish(
         },
     )
     if notify_after_commit:
-        await notify_run_events(conn, run.run_id, run.last_event_seq)
+        first = run.last_event_seq - len(events)
+        if announce_from is not None:
+            first = min(first, announce_from)
+        await notify_run_events(conn, run.run_id, run.last_event_seq, first)
     return run
 
 
@@ -488,5 +494,5 @@ async def run_retry(
         },
     )
     if notify_after_commit and run.status != "pending":
-        await notify_run_events(conn, run.run_id, run.last_event_seq)
+        await notify_run_events(conn, run.run_id, run.last_event_seq, run.last_event_seq)
     return run

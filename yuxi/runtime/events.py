@@ -39,8 +39,9 @@ class EventWriter:
         self._batches = 0
         # a batch sent whose outcome is unknown: (number, events)
         self._unconfirmed: tuple[int, list[RunEvent]] | None = None
-        # the last seq committed by another call without a NOTIFY (the manifest's commit
-        # writes the attempt's metadata), not announced yet
+        # the first and last seqs committed by another call without a NOTIFY (the
+        # manifest's commit writes the attempt's metadata), not announced yet
+        self._unannounced_from: int | None = None
         self._unannounced: int | None = None
         self._timer: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
@@ -55,12 +56,21 @@ class EventWriter:
         self._batches += 1
         return self._batches
 
-    def appended(self, seq: int) -> None:
-        """Events up to ``seq`` were committed by another call without a NOTIFY: they are
-        announced with the next batch or the run's end, or on their own (a NOTIFY and no
-        append) ``flush_seconds`` from now if neither came first."""
+    def appended(self, seq: int, count: int = 1) -> None:
+        """The ``count`` events up to ``seq`` were committed by another call without a
+        NOTIFY: they are announced with the next batch or the run's end, or on their own
+        (a NOTIFY and no append) ``flush_seconds`` from now if neither came first."""
+        first = seq - count + 1
+        if self._unannounced_from is None or first < self._unannounced_from:
+            self._unannounced_from = first
         self._unannounced = seq
         self._schedule()
+
+    @property
+    def unannounced_from(self) -> int | None:
+        """The first seq committed without a NOTIFY and not announced since (None: none),
+        for the run's end to announce with its own events."""
+        return self._unannounced_from
 
     async def add(self, event: RunEvent) -> None:
         """Queues ``event`` after the message chunks buffered so far."""
@@ -109,6 +119,7 @@ class EventWriter:
         same events, plus any added since."""
         self._closed = True
         self._unannounced = None  # the run's end announces everything before it
+        # (unannounced_from stays, for the end's notification to carry those events)
         if self._timer is not None:
             if self._lock.locked():
                 await asyncio.gather(self._timer, return_exceptions=True)
@@ -165,8 +176,10 @@ class EventWriter:
                 await self._confirm()
             elif self._unannounced is not None:
                 async with self._pool.connection() as conn:
-                    await notify_run_events(conn, self._claimed.run_id, self._unannounced)
-                self._unannounced = None
+                    await notify_run_events(
+                        conn, self._claimed.run_id, self._unannounced, self._unannounced_from
+                    )
+                self._unannounced = self._unannounced_from = None
 
     async def _confirm(self) -> None:
         """Sends the batch whose outcome is unknown, if any, until it is known."""
@@ -181,6 +194,8 @@ class EventWriter:
                 number,
                 batch,
                 notify_after_commit=True,
+                announce_from=self._unannounced_from,
             )
         self._unconfirmed = None
-        self._unannounced = None  # the batch's NOTIFY announced what came before it too
+        # the batch's NOTIFY announced what came before it too
+        self._unannounced = self._unannounced_from = None

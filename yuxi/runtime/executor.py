@@ -553,6 +553,7 @@ class RunExecutor:
                             notify_after_commit=True,
                             events=remaining,
                             usage=usage or (),
+                            announce_from=events.unannounced_from,
                         )
                 if backoff.failures:
                     log.info("run %s: ended after the database came back", claimed.run_id)

@@ -362,7 +362,7 @@ async def _stream(
                     return
                 # events and the run's status in one snapshot: a run seen ended has all
                 # its events in the same read; a notification from now on wakes the wait
-                news.clear()
+                subscription.drop()
                 async with app.pool.connection() as conn:
                     rows = await run_stream_read(conn, run_id, last, STREAM_PAGE)
                 if not rows:
@@ -393,10 +393,21 @@ async def _stream(
                 else:  # only a run ended by hand, outside the queue's functions
                     yield sse_message(json.dumps({"status": status}), event="end", id=last_seq)
                 return
-            # what is committed after the read notifies this subscription
-            try:
-                await asyncio.wait_for(news.wait(), heartbeat)
-            except TimeoutError:
-                yield sse_message(comment="heartbeat")
+            # what is committed after the read notifies this subscription; the events a
+            # notification carries that follow what was sent go out without a read
+            while True:
+                try:
+                    await asyncio.wait_for(news.wait(), heartbeat)
+                except TimeoutError:
+                    yield sse_message(comment="heartbeat")
+                    break
+                carried = subscription.take(last)
+                if carried is None or app.hub.closing:
+                    break
+                for seq, event, payload in carried:
+                    last = seq
+                    yield sse_message(payload, event=event, id=seq)
+                    if event == "end":
+                        return
     finally:
         subscription.close()
