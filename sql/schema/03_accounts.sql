@@ -68,14 +68,22 @@ COMMENT ON FUNCTION yuxi.token_create(uuid, bytea, text) IS
 CREATE FUNCTION yuxi.token_authenticate(p_token_hash bytea)
 RETURNS TABLE (uid uuid, name text, is_admin boolean)
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_token uuid;
+    v_used timestamptz;
 BEGIN
-    UPDATE yuxi.api_tokens t SET last_used_at = now()
-    WHERE t.token_hash = p_token_hash AND t.revoked_at IS NULL
-      AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute');
-    RETURN QUERY
-    SELECT u.id, u.name, u.is_admin
+    SELECT u.id, u.name, u.is_admin, t.id, t.last_used_at
+    INTO uid, name, is_admin, v_token, v_used
     FROM yuxi.api_tokens t JOIN yuxi.users u ON u.id = t.user_id
     WHERE t.token_hash = p_token_hash AND t.revoked_at IS NULL AND u.deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF v_used IS NULL OR v_used < now() - interval '1 minute' THEN
+        UPDATE yuxi.api_tokens t SET last_used_at = now()
+        WHERE t.id = v_token AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute');
+    END IF;
+    RETURN NEXT;
 END;
 $$;
 COMMENT ON FUNCTION yuxi.token_authenticate(bytea) IS

@@ -136,3 +136,67 @@ async def test_events_are_append_only(world: World) -> None:
     await _completed_run(world)
     with refused("append-only"):
         await world.execute("UPDATE yuxi.run_events SET payload = '{}'")
+
+
+@pytest.mark.parametrize(
+    "assignment",
+    [
+        "thread_id = gen_random_uuid()",
+        "request_id = 'another'",
+        "run_type = 'resume'",
+        "uid = gen_random_uuid()",
+        "created_by_run_id = run_id",
+        'input_payload = \'{"model_spec": "other"}\'',
+        "attempt_count = attempt_count - 1",
+        "last_event_seq = last_event_seq - 1",
+    ],
+)
+async def test_a_running_run_is_never_rewritten(world: World, assignment: str) -> None:
+    """The guard's trigger is called only for writes it may refuse (its WHEN clause): each
+    rewrite it refuses still reaches it, on a run whose status does not change."""
+    info = await world.submit(await world.thread(), "x")
+    assert info.run_id is not None
+    claimed = await world.claim(info.run_id)
+    await world.value(
+        'SELECT yuxi.run_append_events(%s, %s, \'[{"event": "messages"}]\'::jsonb)',
+        info.run_id,
+        claimed.lease_token,
+    )
+    with refused("cannot be rewritten"):
+        await world.execute(
+            f"UPDATE yuxi.agent_runs SET {assignment} WHERE run_id = %s", info.run_id
+        )
+
+
+@pytest.mark.parametrize(
+    "assignment",
+    ["output_message_id = NULL", "error_type = 'x'", "finished_at = now() - interval '1 day'"],
+)
+async def test_a_final_outcome_is_never_rewritten(world: World, assignment: str) -> None:
+    run_id = await _completed_run(world)
+    with refused("outcome is final"):
+        await world.execute(f"UPDATE yuxi.agent_runs SET {assignment} WHERE run_id = %s", run_id)
+
+
+async def test_a_stored_manifest_is_never_rewritten_even_by_hand(world: World) -> None:
+    info = await world.submit(await world.thread(), "x")
+    assert info.run_id is not None
+    claimed = await world.claim(info.run_id)
+    await world.value(
+        "SELECT yuxi.run_write_manifest(%s, %s, '{\"v\": 2}'::jsonb, repeat('a', 64))",
+        info.run_id,
+        claimed.lease_token,
+    )
+    for assignment in ("manifest = '{\"v\": 3}'", "manifest_fingerprint = repeat('b', 64)"):
+        with pytest.raises(psycopg.Error) as caught:
+            await world.execute(
+                f"UPDATE yuxi.agent_runs SET {assignment} WHERE run_id = %s", info.run_id
+            )
+        assert caught.value.sqlstate == "YM001"
+    # what the guard lets through unexamined still goes through: a renewal, an event
+    await world.value("SELECT yuxi.run_renew_lease(%s, %s, 60)", info.run_id, claimed.lease_token)
+    await world.value(
+        'SELECT yuxi.run_append_events(%s, %s, \'[{"event": "messages"}]\'::jsonb)',
+        info.run_id,
+        claimed.lease_token,
+    )

@@ -33,20 +33,26 @@ def encode_json(value: Any) -> str:
     return _json.encode(value).decode()
 
 
+# The queries are rendered once, to bytes: psycopg renders a Composed again on every
+# execute, and a query given as bytes it takes as it is.
 @functools.cache
-def _query(struct: type[msgspec.Struct], source: str) -> sql.Composed:
+def _query(struct: type[msgspec.Struct], source: str) -> bytes:
     columns = sql.SQL(", ").join(sql.Identifier(name) for name in struct.__struct_fields__)
-    return sql.SQL("SELECT {} FROM {}").format(columns, sql.SQL(source))
+    return sql.SQL("SELECT {} FROM {}").format(columns, sql.SQL(source)).as_bytes(None)
 
 
 @functools.cache
-def _query_as_caller(struct: type[msgspec.Struct], source: str) -> sql.Composed:
+def _query_as_caller(struct: type[msgspec.Struct], source: str) -> bytes:
     columns = sql.SQL(", ").join(sql.Identifier(name) for name in struct.__struct_fields__)
-    return sql.SQL(
-        "SELECT caller.uid, caller.name, caller.is_admin, called.*"
-        " FROM yuxi.token_authenticate(%(caller_token_hash)s) AS caller"
-        " LEFT JOIN LATERAL (SELECT true AS called, {} FROM {}) AS called ON true"
-    ).format(columns, sql.SQL(source.replace("%(uid)s", "caller.uid")))
+    return (
+        sql.SQL(
+            "SELECT caller.uid, caller.name, caller.is_admin, called.*"
+            " FROM yuxi.token_authenticate(%(caller_token_hash)s) AS caller"
+            " LEFT JOIN LATERAL (SELECT true AS called, {} FROM {}) AS called ON true"
+        )
+        .format(columns, sql.SQL(source.replace("%(uid)s", "caller.uid")))
+        .as_bytes(None)
+    )
 
 
 async def call_one(

@@ -70,7 +70,11 @@ from yuxi.runtime.graph_io import (
 )
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
 from yuxi.runtime.memory import LeasedRunMemory
-from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
+from yuxi.runtime.prepare import (
+    conversation_workdir,
+    prepare_agent_runtime_context,
+    user_workspace,
+)
 from yuxi.runtime.resources import DatabaseCatalog, ResourceCatalog
 from yuxi.runtime.secret_box import SecretBox
 from yuxi.runtime.usage import RunUsage
@@ -334,6 +338,11 @@ class RunExecutor:
         except UnknownBackend as error:
             raise RunFailure("agent_backend", str(error)) from None
 
+        # known before preparing, which creates the workdir: an error doing so names it
+        # as clients see it
+        paths.workdir = str(
+            conversation_workdir(self.settings.home, run.uid, run.thread_id, run.workdir_path)
+        )
         prepared = await prepare_agent_runtime_context(
             agent, run, catalog=self._catalog_for(run), home=self.settings.home
         )
@@ -365,7 +374,6 @@ class RunExecutor:
             )
 
         events.appended(current.last_event_seq)
-        await asyncio.to_thread(Path(context.workdir).mkdir, parents=True, exist_ok=True)
         await self._connect_mcp(claimed, context, connections)
         graph = await agent.get_graph(context, checkpointer=self.checkpointer)
         config: RunnableConfig = {

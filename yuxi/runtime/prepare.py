@@ -26,8 +26,8 @@ from yuxi.runtime.resources import (
     visible_mcp_servers,
 )
 from yuxi.runtime.secret_box import SecretBox
-from yuxi.runtime.skills.resolve import RunSkills
-from yuxi.runtime.skills.run import prepare_run_skills
+from yuxi.runtime.skills.resolve import RunSkills, SkillRecord, scan_skills
+from yuxi.runtime.skills.run import prepare_run_skills, shared_skills
 from yuxi.runtime.workspace import (
     MEMORY_FILE,
     WorkspaceFile,
@@ -97,6 +97,21 @@ async def prepare_agent_runtime_context(
             continue  # resolved below, with the user's personal skills
         accessible = await catalog.accessible(kind, run.uid)
         setattr(context, kind, narrow(getattr(context, kind), accessible))
+
+    workspace = user_workspace(home, str(run.uid))
+    # the user's memory is a main agent's only (a subagent gets neither text nor tools)
+    uses_memory = (
+        context.enable_memory and run.run_type != "subagent" and not is_subagent_context(context)
+    )
+    # skills: [] is none at all, not even the user's personal ones
+    no_skills = selected_skills is not None and not selected_skills
+    shared = None if no_skills else await shared_skills(catalog, run.uid)
+    # file reads run off the event loop (a slow disk must not stall other runs), all in
+    # one trip to a worker thread: the workspace's prompt files and memory, the skills on
+    # disk, and the run's workdir made ready
+    disk = await asyncio.to_thread(
+        _read_disk, workspace, home, Path(context.workdir), memory=uses_memory, shared=shared
+    )
     # shared and personal skills, their dependency closure, files, prompt; their tools
     # and MCP servers join context.tools / context.mcps
     skills = await prepare_run_skills(
@@ -104,8 +119,10 @@ async def prepare_agent_runtime_context(
         selected_skills,
         catalog=catalog,
         uid=run.uid,
-        workspace=user_workspace(home, str(run.uid)),
+        workspace=workspace,
         home=home,
+        shared=shared,
+        scanned=disk.skills,
     )
     context._visible_knowledge_bases = await visible_knowledge_bases(
         catalog, run.uid, context.knowledges or []
@@ -114,17 +131,9 @@ async def prepare_agent_runtime_context(
     if hasattr(context, "subagents"):
         context.subagents = narrow_subagents(context.subagents, run.visible_subagents)
 
-    workspace = user_workspace(home, str(run.uid))
-    # the user's memory is a main agent's only (a subagent gets neither text nor tools)
-    uses_memory = (
-        context.enable_memory and run.run_type != "subagent" and not is_subagent_context(context)
-    )
-    # file reads run off the event loop (a slow disk must not stall other runs), all in
-    # one trip to a worker thread
-    prompt_files, memory = await asyncio.to_thread(_read_workspace, workspace, memory=uses_memory)
-    context.workspace_prompt = workspace_prompt(prompt_files)
-    context.memory = memory.text if memory else ""
-    return PreparedContext(context, prompt_files, ignored, skills)
+    context.workspace_prompt = workspace_prompt(disk.prompt_files)
+    context.memory = disk.memory.text if disk.memory else ""
+    return PreparedContext(context, disk.prompt_files, ignored, skills)
 
 
 def registered_model(run: ExecutionInput, home: Path) -> RegisteredModel | None:
@@ -175,13 +184,29 @@ def _scope_subagent(context: SubAgentContext, run: ExecutionInput) -> None:
     context.is_subagent_runtime = True
 
 
-def _read_workspace(
-    workspace: Path, *, memory: bool
-) -> tuple[list[WorkspaceFile], WorkspaceFile | None]:
-    """The workspace's prompt files, and its memory file when ``memory``. A workspace
-    without ``agents/`` gets the AGENTS.md template first (comments only: it adds
-    nothing to the prompt)."""
+@dataclass(frozen=True)
+class _Disk:
+    prompt_files: list[WorkspaceFile]
+    memory: WorkspaceFile | None
+    skills: tuple[list[SkillRecord], set[str]] | None
+
+
+def _read_disk(
+    workspace: Path,
+    home: Path,
+    workdir: Path,
+    *,
+    memory: bool,
+    shared: list[SkillRecord] | None,
+) -> _Disk:
+    """What preparing a run reads from disk (blocking): the workspace's prompt files, its
+    memory file when ``memory``, the skills on disk (``scan_skills``) unless ``shared``
+    is None; and it makes the run's workdir. A workspace without ``agents/`` gets the
+    AGENTS.md template first (comments only: it adds nothing to the prompt)."""
     ensure_agents_template(workspace)
-    return read_prompt_files(workspace), (
-        read_workspace_file(workspace, MEMORY_FILE) if memory else None
+    workdir.mkdir(parents=True, exist_ok=True)
+    return _Disk(
+        prompt_files=read_prompt_files(workspace),
+        memory=read_workspace_file(workspace, MEMORY_FILE) if memory else None,
+        skills=None if shared is None else scan_skills(workspace, home, shared),
     )

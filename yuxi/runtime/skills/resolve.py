@@ -218,11 +218,11 @@ async def shared_roots(
     return await asyncio.to_thread(write)
 
 
-def _scan(
+def scan_skills(
     workspace: Path, home: Path, shared: Sequence[SkillRecord]
 ) -> tuple[list[SkillRecord], set[str]]:
     """The user's personal skills, and the digests of the shared skills whose files are
-    already under the home."""
+    already under the home (blocking: call it in a worker thread)."""
     cache = home / "skills"
     present = {s.sha256 for s in shared if s.sha256 and (cache / s.sha256).is_dir()}
     return personal_skills(workspace), present
@@ -290,10 +290,15 @@ async def prepare_skills(
     workspace: Path,
     home: Path,
     fetch: FetchFiles,
+    scanned: tuple[list[SkillRecord], set[str]] | None = None,
 ) -> RunSkills:
-    """Resolves one run's skills (see the module's rules) and readies their files."""
+    """Resolves one run's skills (see the module's rules) and readies their files.
+    ``scanned``: what ``scan_skills`` found, when the caller read it already (on the same
+    trip to a worker thread as its own reads)."""
     # one trip to a worker thread for the workspace and the home, one for preloads
-    personal, present = await asyncio.to_thread(_scan, workspace, home, shared)
+    if scanned is None:
+        scanned = await asyncio.to_thread(scan_skills, workspace, home, shared)
+    personal, present = scanned
     available = merge(shared, personal)
     slugs = resolve_selection(selected, available)
     resolved = RunSkills(skills=[available[slug] for slug in slugs])

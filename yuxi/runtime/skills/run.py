@@ -45,9 +45,13 @@ async def prepare_run_skills(
     uid: UUID,
     workspace: Path,
     home: Path,
+    shared: list[SkillRecord] | None = None,
+    scanned: tuple[list[SkillRecord], set[str]] | None = None,
 ) -> RunSkills:
     """Resolves the run's skills into ``context`` (see the module) and returns them for
-    the manifest. SkillError when an explicitly selected skill cannot be resolved."""
+    the manifest. SkillError when an explicitly selected skill cannot be resolved.
+    ``shared`` and ``scanned``: ``shared_skills`` and ``scan_skills`` of the caller, when
+    it has them (else they are read here)."""
 
     preload = list(getattr(context, "preload_skills", None) or [])
     if selected is not None and not selected:
@@ -64,10 +68,11 @@ async def prepare_run_skills(
     resolved = await prepare_skills(
         selected,
         preload,
-        shared=await shared_skills(catalog, uid),
+        shared=shared if shared is not None else await shared_skills(catalog, uid),
         workspace=workspace,
         home=home,
         fetch=fetch,
+        scanned=scanned,
     )
     context.skills = [skill.slug for skill in resolved.skills]
     context._readable_skills = dict(resolved.roots)

@@ -1,0 +1,84 @@
+-- Fewer reads on a run's path: a worker's NOTIFY after commit carries the events it
+-- announces, so the SSE streams of an API process send them without reading them back
+-- (yuxi.run_events_announce); a token is checked with one lookup (the write of
+-- last_used_at only when it is due); the run guard's trigger is called only for the
+-- writes it may refuse.
+
+-- Announces a run's events up to p_last, after their commit: NOTIFY yuxi_run_events
+-- "<run_id> <p_last>", followed by as many of the events from p_first to p_last as fit
+-- in 7,900 bytes (at most 64, the newest kept when not all fit), one per line:
+-- "\n<seq>\t<event>\t<payload as JSON text>", exactly as yuxi.run_stream_read returns
+-- them (JSON text never holds a raw tab or newline). A stream that has sent every event
+-- before the first one carried sends them without reading; any other reads as for a
+-- bare notification. p_first NULL (or above p_last): the bare "<run_id> <p_last>".
+CREATE FUNCTION yuxi.run_events_announce(p_run_id uuid, p_last bigint, p_first bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_head text := p_run_id::text || ' ' || p_last::text;
+    v_lines text;
+BEGIN
+    IF p_first IS NOT NULL AND p_first <= p_last THEN
+        SELECT string_agg(l.line, '' ORDER BY l.seq) INTO v_lines
+        FROM (SELECT e.seq, e.line, sum(octet_length(e.line)) OVER (ORDER BY e.seq DESC) AS size
+              FROM (SELECT ev.seq, E'\n' || ev.seq::text || E'\t' || ev.event || E'\t' || ev.payload::text AS line
+                    FROM yuxi.run_events ev
+                    WHERE ev.run_id = p_run_id AND ev.seq >= greatest(p_first, p_last - 63)
+                      AND ev.seq <= p_last) e) l
+        WHERE l.size <= 7900 - octet_length(v_head);
+    END IF;
+    PERFORM pg_notify('yuxi_run_events', v_head || coalesce(v_lines, ''));
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_events_announce(uuid, bigint, bigint) IS
+    'Worker: the yuxi_run_events NOTIFY sent after a commit, "<run_id> <p_last>" followed by the events from p_first on that fit ("\n<seq>\t<event>\t<payload>" each), so streams need not read them';
+
+CREATE OR REPLACE FUNCTION yuxi.token_authenticate(p_token_hash bytea)
+RETURNS TABLE (uid uuid, name text, is_admin boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_token uuid;
+    v_used timestamptz;
+BEGIN
+    SELECT u.id, u.name, u.is_admin, t.id, t.last_used_at
+    INTO uid, name, is_admin, v_token, v_used
+    FROM yuxi.api_tokens t JOIN yuxi.users u ON u.id = t.user_id
+    WHERE t.token_hash = p_token_hash AND t.revoked_at IS NULL AND u.deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF v_used IS NULL OR v_used < now() - interval '1 minute' THEN
+        UPDATE yuxi.api_tokens t SET last_used_at = now()
+        WHERE t.id = v_token AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute');
+    END IF;
+    RETURN NEXT;
+END;
+$$;
+
+DROP TRIGGER agent_runs_guard ON yuxi.agent_runs;
+-- The trigger's conditions let through, without calling the function, the writes it
+-- would let through anyway: an insert of a pending run, and an update that changes
+-- neither the status, nor what is never rewritten, nor a stored manifest, nor a final
+-- outcome (a lease renewal, an event batch, the first manifest). A run's hot path then
+-- pays for the function on its status changes only.
+CREATE TRIGGER agent_runs_guard_insert
+    BEFORE INSERT ON yuxi.agent_runs
+    FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM 'pending')
+    EXECUTE FUNCTION yuxi.agent_runs_guard();
+CREATE TRIGGER agent_runs_guard
+    BEFORE UPDATE ON yuxi.agent_runs
+    FOR EACH ROW WHEN (
+        NEW.status IS DISTINCT FROM OLD.status
+        OR (NEW.run_id, NEW.thread_id, NEW.request_id, NEW.run_type, NEW.uid, NEW.created_by_run_id)
+           IS DISTINCT FROM (OLD.run_id, OLD.thread_id, OLD.request_id, OLD.run_type, OLD.uid,
+                             OLD.created_by_run_id)
+        OR NEW.input_payload IS DISTINCT FROM OLD.input_payload
+        OR NEW.attempt_count < OLD.attempt_count OR NEW.last_event_seq < OLD.last_event_seq
+        OR (OLD.manifest_fingerprint IS NOT NULL
+            AND (NEW.manifest_fingerprint IS DISTINCT FROM OLD.manifest_fingerprint
+                 OR NEW.manifest IS DISTINCT FROM OLD.manifest))
+        OR (OLD.status IN ('completed', 'failed', 'cancelled')
+            AND (NEW.output_message_id, NEW.error_type, NEW.error_message, NEW.finished_at)
+                IS DISTINCT FROM (OLD.output_message_id, OLD.error_type, OLD.error_message,
+                                  OLD.finished_at)))
+    EXECUTE FUNCTION yuxi.agent_runs_guard();
