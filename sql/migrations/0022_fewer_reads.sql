@@ -2,7 +2,8 @@
 -- announces, so the SSE streams of an API process send them without reading them back
 -- (yuxi.run_events_announce); a token is checked with one lookup (the write of
 -- last_used_at only when it is due); the run guard's trigger is called only for the
--- writes it may refuse.
+-- writes it may refuse; a run's usage is summed by PL/pgSQL, whose plan is kept (as a SQL
+-- function that could not be inlined, PostgreSQL before 18 planned it on every call).
 
 -- Announces a run's events up to p_last, after their commit: NOTIFY yuxi_run_events
 -- "<run_id> <p_last>", followed by as many of the events from p_first to p_last as fit
@@ -82,3 +83,35 @@ CREATE TRIGGER agent_runs_guard
                 IS DISTINCT FROM (OLD.output_message_id, OLD.error_type, OLD.error_message,
                                   OLD.finished_at)))
     EXECUTE FUNCTION yuxi.agent_runs_guard();
+
+CREATE OR REPLACE FUNCTION yuxi.usage_json(p_rows yuxi.run_usage[]) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF cardinality(p_rows) = 0 THEN
+        RETURN NULL;
+    END IF;
+    RETURN (
+        SELECT jsonb_build_object(
+            'input_tokens', sum(m.input_tokens), 'output_tokens', sum(m.output_tokens),
+            'cached_tokens', sum(m.cached_tokens), 'reasoning_tokens', sum(m.reasoning_tokens),
+            'total_tokens', sum(m.input_tokens + m.output_tokens), 'cost', sum(m.cost),
+            'by_model', jsonb_agg(jsonb_build_object(
+                              'model', m.model, 'input_tokens', m.input_tokens,
+                              'output_tokens', m.output_tokens, 'cached_tokens', m.cached_tokens,
+                              'reasoning_tokens', m.reasoning_tokens,
+                              'total_tokens', m.input_tokens + m.output_tokens,
+                              'cost', m.cost, 'byok', m.byok) ORDER BY m.model))
+        FROM (SELECT x.model, sum(x.input_tokens) AS input_tokens,
+                     sum(x.output_tokens) AS output_tokens,
+                     sum(x.cached_tokens) AS cached_tokens,
+                     sum(x.reasoning_tokens) AS reasoning_tokens,
+                     sum(x.cost) AS cost, bool_or(x.byok) AS byok
+              FROM unnest(p_rows) x GROUP BY x.model) m);
+END;
+$$;
+CREATE OR REPLACE FUNCTION yuxi.run_usage_json(p_run_id uuid) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN yuxi.usage_json(ARRAY(SELECT u FROM yuxi.run_usage u WHERE u.run_id = p_run_id));
+END;
+$$;

@@ -69,32 +69,38 @@ COMMENT ON FUNCTION yuxi.run_record_usage(yuxi.agent_runs, jsonb) IS
 -- total_tokens, cost, by_model: [{model, ..., cost, byok}]}; cost is NULL when no row
 -- has one.
 CREATE FUNCTION yuxi.usage_json(p_rows yuxi.run_usage[]) RETURNS jsonb
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN cardinality(p_rows) = 0 THEN NULL ELSE (
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF cardinality(p_rows) = 0 THEN
+        RETURN NULL;
+    END IF;
+    RETURN (
         SELECT jsonb_build_object(
-            'input_tokens', sum(u.input_tokens), 'output_tokens', sum(u.output_tokens),
-            'cached_tokens', sum(u.cached_tokens), 'reasoning_tokens', sum(u.reasoning_tokens),
-            'total_tokens', sum(u.input_tokens + u.output_tokens), 'cost', sum(u.cost),
-            'by_model', (SELECT jsonb_agg(jsonb_build_object(
+            'input_tokens', sum(m.input_tokens), 'output_tokens', sum(m.output_tokens),
+            'cached_tokens', sum(m.cached_tokens), 'reasoning_tokens', sum(m.reasoning_tokens),
+            'total_tokens', sum(m.input_tokens + m.output_tokens), 'cost', sum(m.cost),
+            'by_model', jsonb_agg(jsonb_build_object(
                               'model', m.model, 'input_tokens', m.input_tokens,
                               'output_tokens', m.output_tokens, 'cached_tokens', m.cached_tokens,
                               'reasoning_tokens', m.reasoning_tokens,
                               'total_tokens', m.input_tokens + m.output_tokens,
-                              'cost', m.cost, 'byok', m.byok) ORDER BY m.model)
-                         FROM (SELECT x.model, sum(x.input_tokens) AS input_tokens,
-                                      sum(x.output_tokens) AS output_tokens,
-                                      sum(x.cached_tokens) AS cached_tokens,
-                                      sum(x.reasoning_tokens) AS reasoning_tokens,
-                                      sum(x.cost) AS cost, bool_or(x.byok) AS byok
-                               FROM unnest(p_rows) x GROUP BY x.model) m))
-        FROM unnest(p_rows) u) END
+                              'cost', m.cost, 'byok', m.byok) ORDER BY m.model))
+        FROM (SELECT x.model, sum(x.input_tokens) AS input_tokens,
+                     sum(x.output_tokens) AS output_tokens,
+                     sum(x.cached_tokens) AS cached_tokens,
+                     sum(x.reasoning_tokens) AS reasoning_tokens,
+                     sum(x.cost) AS cost, bool_or(x.byok) AS byok
+              FROM unnest(p_rows) x GROUP BY x.model) m);
+END;
 $$;
 COMMENT ON FUNCTION yuxi.usage_json(yuxi.run_usage[]) IS
     'Internal: usage rows summed, with a per-model breakdown (by_model); NULL for none';
 
 CREATE FUNCTION yuxi.run_usage_json(p_run_id uuid) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT yuxi.usage_json(ARRAY(SELECT u FROM yuxi.run_usage u WHERE u.run_id = p_run_id))
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN yuxi.usage_json(ARRAY(SELECT u FROM yuxi.run_usage u WHERE u.run_id = p_run_id));
+END;
 $$;
 COMMENT ON FUNCTION yuxi.run_usage_json(uuid) IS
     'A run''s usage as the API shows it ({input_tokens, output_tokens, total_tokens, cost, by_model}), NULL before its finish recorded any';
