@@ -3,7 +3,8 @@
 -- (yuxi.run_events_announce); a token is checked with one lookup (the write of
 -- last_used_at only when it is due); the run guard's trigger is called only for the
 -- writes it may refuse; a run's usage is summed by PL/pgSQL, whose plan is kept (as a SQL
--- function that could not be inlined, PostgreSQL before 18 planned it on every call).
+-- function that could not be inlined, PostgreSQL before 18 planned it on every call),
+-- and so are a thread's attachments read by the claim.
 
 -- Announces a run's events up to p_last, after their commit: NOTIFY yuxi_run_events
 -- "<run_id> <p_last>", followed by as many of the events from p_first to p_last as fit
@@ -113,5 +114,15 @@ CREATE OR REPLACE FUNCTION yuxi.run_usage_json(p_run_id uuid) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN yuxi.usage_json(ARRAY(SELECT u FROM yuxi.run_usage u WHERE u.run_id = p_run_id));
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION yuxi.thread_attachments_json(p_thread_id uuid) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'id', a.id, 'filename', a.filename, 'path', 'uploads/' || a.filename,
+                       'bytes', a.bytes, 'media_type', a.media_type) ORDER BY a.created_at, a.id), '[]')
+            FROM yuxi.attachments a WHERE a.thread_id = p_thread_id);
 END;
 $$;

@@ -152,13 +152,17 @@ COMMENT ON FUNCTION yuxi.thread_mark_viewed(uuid, uuid) IS
     'Marks the thread''s latest finished run as seen; returns the thread. Raises not_found (YN001)';
 
 -- A thread's attachments as the worker tells the model of them (run_execution_input):
--- [{id, filename, path, bytes, media_type}], oldest first; [] for none.
+-- [{id, filename, path, bytes, media_type}], oldest first; [] for none. PL/pgSQL, whose
+-- plan is kept: a SQL function with a FROM is never inlined, and PostgreSQL before 18
+-- planned it on every call.
 CREATE FUNCTION yuxi.thread_attachments_json(p_thread_id uuid) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(jsonb_agg(jsonb_build_object(
-               'id', a.id, 'filename', a.filename, 'path', 'uploads/' || a.filename,
-               'bytes', a.bytes, 'media_type', a.media_type) ORDER BY a.created_at, a.id), '[]')
-    FROM yuxi.attachments a WHERE a.thread_id = p_thread_id
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'id', a.id, 'filename', a.filename, 'path', 'uploads/' || a.filename,
+                       'bytes', a.bytes, 'media_type', a.media_type) ORDER BY a.created_at, a.id), '[]')
+            FROM yuxi.attachments a WHERE a.thread_id = p_thread_id);
+END;
 $$;
 COMMENT ON FUNCTION yuxi.thread_attachments_json(uuid) IS
     'Internal: a thread''s attachments as JSON [{id, filename, path, bytes, media_type}], oldest first';
