@@ -1,10 +1,9 @@
 -- Fewer reads on a run's path: a worker's NOTIFY after commit carries the events it
 -- announces, so the SSE streams of an API process send them without reading them back
 -- (yuxi.run_events_announce); a token is checked with one lookup (the write of
--- last_used_at only when it is due); the run guard's trigger is called only for the
--- writes it may refuse; a run's usage is summed by PL/pgSQL, whose plan is kept (as a SQL
--- function that could not be inlined, PostgreSQL before 18 planned it on every call),
--- and so are a thread's attachments read by the claim.
+-- last_used_at only when it is due); a run's usage is summed by PL/pgSQL, whose plan is
+-- kept (as a SQL function that could not be inlined, PostgreSQL before 18 planned it on
+-- every call), and so are a thread's attachments read by the claim.
 
 -- Announces a run's events up to p_last, after their commit: NOTIFY yuxi_run_events
 -- "<run_id> <p_last>", followed by as many of the events from p_first to p_last as fit
@@ -21,13 +20,19 @@ DECLARE
     v_lines text;
 BEGIN
     IF p_first IS NOT NULL AND p_first <= p_last THEN
-        SELECT string_agg(l.line, '' ORDER BY l.seq) INTO v_lines
-        FROM (SELECT e.seq, e.line, sum(octet_length(e.line)) OVER (ORDER BY e.seq DESC) AS size
-              FROM (SELECT ev.seq, E'\n' || ev.seq::text || E'\t' || ev.event || E'\t' || ev.payload::text AS line
-                    FROM yuxi.run_events ev
-                    WHERE ev.run_id = p_run_id AND ev.seq >= greatest(p_first, p_last - 63)
-                      AND ev.seq <= p_last) e) l
-        WHERE l.size <= 7900 - octet_length(v_head);
+        SELECT string_agg(E'\n' || ev.seq::text || E'\t' || ev.event || E'\t' || ev.payload::text, '' ORDER BY ev.seq)
+        INTO v_lines
+        FROM yuxi.run_events ev
+        WHERE ev.run_id = p_run_id AND ev.seq >= greatest(p_first, p_last - 63) AND ev.seq <= p_last;
+        IF octet_length(v_lines) > 7900 - octet_length(v_head) THEN
+            SELECT string_agg(l.line, '' ORDER BY l.seq) INTO v_lines
+            FROM (SELECT e.seq, e.line, sum(octet_length(e.line)) OVER (ORDER BY e.seq DESC) AS size
+                  FROM (SELECT ev.seq, E'\n' || ev.seq::text || E'\t' || ev.event || E'\t' || ev.payload::text AS line
+                        FROM yuxi.run_events ev
+                        WHERE ev.run_id = p_run_id AND ev.seq >= greatest(p_first, p_last - 63)
+                          AND ev.seq <= p_last) e) l
+            WHERE l.size <= 7900 - octet_length(v_head);
+        END IF;
     END IF;
     PERFORM pg_notify('yuxi_run_events', v_head || coalesce(v_lines, ''));
 END;
@@ -56,34 +61,6 @@ BEGIN
     RETURN NEXT;
 END;
 $$;
-
-DROP TRIGGER agent_runs_guard ON yuxi.agent_runs;
--- The trigger's conditions let through, without calling the function, the writes it
--- would let through anyway: an insert of a pending run, and an update that changes
--- neither the status, nor what is never rewritten, nor a stored manifest, nor a final
--- outcome (a lease renewal, an event batch, the first manifest). A run's hot path then
--- pays for the function on its status changes only.
-CREATE TRIGGER agent_runs_guard_insert
-    BEFORE INSERT ON yuxi.agent_runs
-    FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM 'pending')
-    EXECUTE FUNCTION yuxi.agent_runs_guard();
-CREATE TRIGGER agent_runs_guard
-    BEFORE UPDATE ON yuxi.agent_runs
-    FOR EACH ROW WHEN (
-        NEW.status IS DISTINCT FROM OLD.status
-        OR (NEW.run_id, NEW.thread_id, NEW.request_id, NEW.run_type, NEW.uid, NEW.created_by_run_id)
-           IS DISTINCT FROM (OLD.run_id, OLD.thread_id, OLD.request_id, OLD.run_type, OLD.uid,
-                             OLD.created_by_run_id)
-        OR NEW.input_payload IS DISTINCT FROM OLD.input_payload
-        OR NEW.attempt_count < OLD.attempt_count OR NEW.last_event_seq < OLD.last_event_seq
-        OR (OLD.manifest_fingerprint IS NOT NULL
-            AND (NEW.manifest_fingerprint IS DISTINCT FROM OLD.manifest_fingerprint
-                 OR NEW.manifest IS DISTINCT FROM OLD.manifest))
-        OR (OLD.status IN ('completed', 'failed', 'cancelled')
-            AND (NEW.output_message_id, NEW.error_type, NEW.error_message, NEW.finished_at)
-                IS DISTINCT FROM (OLD.output_message_id, OLD.error_type, OLD.error_message,
-                                  OLD.finished_at)))
-    EXECUTE FUNCTION yuxi.agent_runs_guard();
 
 CREATE OR REPLACE FUNCTION yuxi.usage_json(p_rows yuxi.run_usage[]) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE AS $$

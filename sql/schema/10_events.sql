@@ -85,13 +85,19 @@ DECLARE
     v_lines text;
 BEGIN
     IF p_first IS NOT NULL AND p_first <= p_last THEN
-        SELECT string_agg(l.line, '' ORDER BY l.seq) INTO v_lines
-        FROM (SELECT e.seq, e.line, sum(octet_length(e.line)) OVER (ORDER BY e.seq DESC) AS size
-              FROM (SELECT ev.seq, E'\n' || ev.seq::text || E'\t' || ev.event || E'\t' || ev.payload::text AS line
-                    FROM yuxi.run_events ev
-                    WHERE ev.run_id = p_run_id AND ev.seq >= greatest(p_first, p_last - 63)
-                      AND ev.seq <= p_last) e) l
-        WHERE l.size <= 7900 - octet_length(v_head);
+        SELECT string_agg(E'\n' || ev.seq::text || E'\t' || ev.event || E'\t' || ev.payload::text, '' ORDER BY ev.seq)
+        INTO v_lines
+        FROM yuxi.run_events ev
+        WHERE ev.run_id = p_run_id AND ev.seq >= greatest(p_first, p_last - 63) AND ev.seq <= p_last;
+        IF octet_length(v_lines) > 7900 - octet_length(v_head) THEN
+            SELECT string_agg(l.line, '' ORDER BY l.seq) INTO v_lines
+            FROM (SELECT e.seq, e.line, sum(octet_length(e.line)) OVER (ORDER BY e.seq DESC) AS size
+                  FROM (SELECT ev.seq, E'\n' || ev.seq::text || E'\t' || ev.event || E'\t' || ev.payload::text AS line
+                        FROM yuxi.run_events ev
+                        WHERE ev.run_id = p_run_id AND ev.seq >= greatest(p_first, p_last - 63)
+                          AND ev.seq <= p_last) e) l
+            WHERE l.size <= 7900 - octet_length(v_head);
+        END IF;
     END IF;
     PERFORM pg_notify('yuxi_run_events', v_head || coalesce(v_lines, ''));
 END;

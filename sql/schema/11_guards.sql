@@ -59,32 +59,9 @@ $$;
 COMMENT ON FUNCTION yuxi.agent_runs_guard() IS
     'Trigger: refuses illegal run transitions and rewrites (illegal_transition YT001, manifest_conflict YM001)';
 
--- The trigger's conditions let through, without calling the function, the writes it
--- would let through anyway: an insert of a pending run, and an update that changes
--- neither the status, nor what is never rewritten, nor a stored manifest, nor a final
--- outcome (a lease renewal, an event batch, the first manifest). A run's hot path then
--- pays for the function on its status changes only.
-CREATE TRIGGER agent_runs_guard_insert
-    BEFORE INSERT ON yuxi.agent_runs
-    FOR EACH ROW WHEN (NEW.status IS DISTINCT FROM 'pending')
-    EXECUTE FUNCTION yuxi.agent_runs_guard();
 CREATE TRIGGER agent_runs_guard
-    BEFORE UPDATE ON yuxi.agent_runs
-    FOR EACH ROW WHEN (
-        NEW.status IS DISTINCT FROM OLD.status
-        OR (NEW.run_id, NEW.thread_id, NEW.request_id, NEW.run_type, NEW.uid, NEW.created_by_run_id)
-           IS DISTINCT FROM (OLD.run_id, OLD.thread_id, OLD.request_id, OLD.run_type, OLD.uid,
-                             OLD.created_by_run_id)
-        OR NEW.input_payload IS DISTINCT FROM OLD.input_payload
-        OR NEW.attempt_count < OLD.attempt_count OR NEW.last_event_seq < OLD.last_event_seq
-        OR (OLD.manifest_fingerprint IS NOT NULL
-            AND (NEW.manifest_fingerprint IS DISTINCT FROM OLD.manifest_fingerprint
-                 OR NEW.manifest IS DISTINCT FROM OLD.manifest))
-        OR (OLD.status IN ('completed', 'failed', 'cancelled')
-            AND (NEW.output_message_id, NEW.error_type, NEW.error_message, NEW.finished_at)
-                IS DISTINCT FROM (OLD.output_message_id, OLD.error_type, OLD.error_message,
-                                  OLD.finished_at)))
-    EXECUTE FUNCTION yuxi.agent_runs_guard();
+    BEFORE INSERT OR UPDATE ON yuxi.agent_runs
+    FOR EACH ROW EXECUTE FUNCTION yuxi.agent_runs_guard();
 
 -- Request state machine:
 --   queued -> dispatched | cancelled | failed; a queued enqueue may become a steer

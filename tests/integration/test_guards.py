@@ -152,8 +152,8 @@ async def test_events_are_append_only(world: World) -> None:
     ],
 )
 async def test_a_running_run_is_never_rewritten(world: World, assignment: str) -> None:
-    """The guard's trigger is called only for writes it may refuse (its WHEN clause): each
-    rewrite it refuses still reaches it, on a run whose status does not change."""
+    """Each rewrite the guard refuses, on a run whose status does not change (a running
+    run that has appended events)."""
     info = await world.submit(await world.thread(), "x")
     assert info.run_id is not None
     claimed = await world.claim(info.run_id)
@@ -193,7 +193,7 @@ async def test_a_stored_manifest_is_never_rewritten_even_by_hand(world: World) -
                 f"UPDATE yuxi.agent_runs SET {assignment} WHERE run_id = %s", info.run_id
             )
         assert caught.value.sqlstate == "YM001"
-    # what the guard lets through unexamined still goes through: a renewal, an event
+    # what the guard lets through still goes through: a renewal, an event
     await world.value("SELECT yuxi.run_renew_lease(%s, %s, 60)", info.run_id, claimed.lease_token)
     await world.value(
         'SELECT yuxi.run_append_events(%s, %s, \'[{"event": "messages"}]\'::jsonb)',
