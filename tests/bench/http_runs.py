@@ -411,9 +411,9 @@ STAGES: list[tuple[str, str]] = [
     (r"yuxi\.run_append_(events|batch)", "event appends"),
     (r"checkpoint", "checkpointer reads and writes"),
     (r"yuxi\.run_finish", "finish (+ next dispatch)"),
-    (r"pg_notify", "NOTIFY after commit"),
+    (r"pg_notify|yuxi\.run_events_announce", "NOTIFY after commit (with the events)"),
     (
-        r"yuxi\.(run_events_after|run_input|run_get|run_end_event|run_stream_read)\b",
+        r"yuxi\.(run_events_after|run_input|run_get|run_end_event|run_stream_(open|read))\b",
         "SSE: first read, event reads",
     ),
     (r"yuxi\.run_result", "result read"),
