@@ -20,6 +20,20 @@ def refused(match: str | None = None) -> Iterator[None]:
     assert caught.value.sqlstate == "YT001"
 
 
+async def _running_run(world: World) -> tuple[str, str]:
+    """A claimed run and its lease token."""
+    info = await world.submit(await world.thread(), "x")
+    assert info.run_id is not None
+    claimed = await world.claim(info.run_id)
+    return str(info.run_id), str(claimed.lease_token)
+
+
+async def _append_one(world: World, run_id: str, token: str) -> None:
+    await world.value(
+        'SELECT yuxi.run_append_events(%s, %s, \'[{"event": "messages"}]\'::jsonb)', run_id, token
+    )
+
+
 async def _completed_run(world: World) -> str:
     info = await world.submit(await world.thread(), "x")
     assert info.run_id is not None
@@ -154,18 +168,10 @@ async def test_events_are_append_only(world: World) -> None:
 async def test_a_running_run_is_never_rewritten(world: World, assignment: str) -> None:
     """Each rewrite the guard refuses, on a run whose status does not change (a running
     run that has appended events)."""
-    info = await world.submit(await world.thread(), "x")
-    assert info.run_id is not None
-    claimed = await world.claim(info.run_id)
-    await world.value(
-        'SELECT yuxi.run_append_events(%s, %s, \'[{"event": "messages"}]\'::jsonb)',
-        info.run_id,
-        claimed.lease_token,
-    )
+    run_id, token = await _running_run(world)
+    await _append_one(world, run_id, token)
     with refused("cannot be rewritten"):
-        await world.execute(
-            f"UPDATE yuxi.agent_runs SET {assignment} WHERE run_id = %s", info.run_id
-        )
+        await world.execute(f"UPDATE yuxi.agent_runs SET {assignment} WHERE run_id = %s", run_id)
 
 
 @pytest.mark.parametrize(
@@ -179,24 +185,18 @@ async def test_a_final_outcome_is_never_rewritten(world: World, assignment: str)
 
 
 async def test_a_stored_manifest_is_never_rewritten_even_by_hand(world: World) -> None:
-    info = await world.submit(await world.thread(), "x")
-    assert info.run_id is not None
-    claimed = await world.claim(info.run_id)
+    run_id, token = await _running_run(world)
     await world.value(
         "SELECT yuxi.run_write_manifest(%s, %s, '{\"v\": 2}'::jsonb, repeat('a', 64))",
-        info.run_id,
-        claimed.lease_token,
+        run_id,
+        token,
     )
     for assignment in ("manifest = '{\"v\": 3}'", "manifest_fingerprint = repeat('b', 64)"):
         with pytest.raises(psycopg.Error) as caught:
             await world.execute(
-                f"UPDATE yuxi.agent_runs SET {assignment} WHERE run_id = %s", info.run_id
+                f"UPDATE yuxi.agent_runs SET {assignment} WHERE run_id = %s", run_id
             )
         assert caught.value.sqlstate == "YM001"
     # what the guard lets through still goes through: a renewal, an event
-    await world.value("SELECT yuxi.run_renew_lease(%s, %s, 60)", info.run_id, claimed.lease_token)
-    await world.value(
-        'SELECT yuxi.run_append_events(%s, %s, \'[{"event": "messages"}]\'::jsonb)',
-        info.run_id,
-        claimed.lease_token,
-    )
+    await world.value("SELECT yuxi.run_renew_lease(%s, %s, 60)", run_id, token)
+    await _append_one(world, run_id, token)

@@ -175,6 +175,13 @@ class _Inbox(asyncio.Event):
         else:
             self.held.append(announced)
 
+    def reset(self) -> tuple[list[Announced], bool]:
+        """What was held and whether it is stale, forgotten; the event cleared."""
+        held, stale = self.held, self.stale
+        self.held, self.stale = [], False
+        self.clear()
+        return held, stale
+
 
 class Subscription:
     """A stream's subscription made by ``EventHub.listen``: ``event`` is set on news."""
@@ -192,10 +199,7 @@ class Subscription:
         announced (a bare notification, a payload that was full, a notification
         missed): the stream then reads. Clears ``event``; what is announced later sets
         it again."""
-        inbox = self.event
-        held, inbox.held = inbox.held, []
-        stale, inbox.stale = inbox.stale, False
-        inbox.clear()
+        held, stale = self.event.reset()
         if stale:
             return None
         taken: list[Carried] = []
@@ -212,9 +216,7 @@ class Subscription:
 
     def drop(self) -> None:
         """Forgets what was announced so far (a read covers it), and clears ``event``."""
-        self.event.held.clear()
-        self.event.stale = False
-        self.event.clear()
+        self.event.reset()
 
     def close(self) -> None:
         self._hub._unsubscribe(self.event, self._keys)

@@ -69,14 +69,21 @@ async def run_append_events(
 
 
 async def notify_run_events(
-    conn: AsyncConnection[Any], run_id: UUID, seq: int, first: int | None = None
+    conn: AsyncConnection[Any],
+    run_id: UUID,
+    seq: int,
+    first: int | None = None,
+    announce_from: int | None = None,
 ) -> None:
     """Tells listeners that ``run_id`` has events up to ``seq`` (on its own, after commit),
-    carrying the events from ``first`` on as far as a notification holds them
-    (``yuxi.run_events_announce``): the streams that sent everything before them need
-    not read them."""
+    carrying the events from ``first`` on, or from ``announce_from`` when that is
+    earlier (events committed before without a notification), as far as a notification
+    holds them (``yuxi.run_events_announce``): the streams that sent everything before
+    them need not read them."""
     if not conn.autocommit:
         raise RuntimeError("notify after commit needs an autocommit connection")
+    if announce_from is not None:
+        first = announce_from if first is None else min(first, announce_from)
     await conn.execute("SELECT yuxi.run_events_announce(%s, %s, %s)", (run_id, seq, first))
 
 
@@ -180,7 +187,5 @@ async def run_append_batch(
     )
     if notify_after_commit:
         first = int(value) - len(events) + 1
-        if announce_from is not None:
-            first = min(first, announce_from)
-        await notify_run_events(conn, run_id, int(value), first)
+        await notify_run_events(conn, run_id, int(value), first, announce_from)
     return int(value)

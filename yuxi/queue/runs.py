@@ -316,9 +316,7 @@ async def run_finish(
     )
     if notify_after_commit:
         first = run.last_event_seq - len(events)
-        if announce_from is not None:
-            first = min(first, announce_from)
-        await notify_run_events(conn, run.run_id, run.last_event_seq, first)
+        await notify_run_events(conn, run.run_id, run.last_event_seq, first, announce_from)
     return run
 
 

@@ -56,13 +56,12 @@ class EventWriter:
         self._batches += 1
         return self._batches
 
-    def appended(self, seq: int, count: int = 1) -> None:
-        """The ``count`` events up to ``seq`` were committed by another call without a
-        NOTIFY: they are announced with the next batch or the run's end, or on their own
-        (a NOTIFY and no append) ``flush_seconds`` from now if neither came first."""
-        first = seq - count + 1
-        if self._unannounced_from is None or first < self._unannounced_from:
-            self._unannounced_from = first
+    def appended(self, seq: int) -> None:
+        """The event ``seq`` was committed by another call without a NOTIFY: it is
+        announced with the next batch or the run's end, or on its own (a NOTIFY and no
+        append) ``flush_seconds`` from now if neither came first."""
+        if self._unannounced_from is None:
+            self._unannounced_from = seq
         self._unannounced = seq
         self._schedule()
 

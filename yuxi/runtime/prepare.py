@@ -27,7 +27,7 @@ from yuxi.runtime.resources import (
 )
 from yuxi.runtime.secret_box import SecretBox
 from yuxi.runtime.skills.resolve import RunSkills, SkillRecord, scan_skills
-from yuxi.runtime.skills.run import prepare_run_skills, shared_skills
+from yuxi.runtime.skills.run import prepare_run_skills, shared_skills, skills_wanted
 from yuxi.runtime.workspace import (
     MEMORY_FILE,
     WorkspaceFile,
@@ -103,9 +103,7 @@ async def prepare_agent_runtime_context(
     uses_memory = (
         context.enable_memory and run.run_type != "subagent" and not is_subagent_context(context)
     )
-    # skills: [] is none at all, not even the user's personal ones
-    no_skills = selected_skills is not None and not selected_skills
-    shared = None if no_skills else await shared_skills(catalog, run.uid)
+    shared = await shared_skills(catalog, run.uid) if skills_wanted(selected_skills) else None
     # file reads run off the event loop (a slow disk must not stall other runs), all in
     # one trip to a worker thread: the workspace's prompt files and memory, the skills on
     # disk, and the run's workdir made ready
@@ -119,7 +117,6 @@ async def prepare_agent_runtime_context(
         selected_skills,
         catalog=catalog,
         uid=run.uid,
-        workspace=workspace,
         home=home,
         shared=shared,
         scanned=disk.skills,

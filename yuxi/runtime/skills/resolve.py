@@ -287,17 +287,13 @@ async def prepare_skills(
     preload_selected: Sequence[str],
     *,
     shared: Sequence[SkillRecord],
-    workspace: Path,
+    scanned: tuple[list[SkillRecord], set[str]],
     home: Path,
     fetch: FetchFiles,
-    scanned: tuple[list[SkillRecord], set[str]] | None = None,
 ) -> RunSkills:
     """Resolves one run's skills (see the module's rules) and readies their files.
-    ``scanned``: what ``scan_skills`` found, when the caller read it already (on the same
-    trip to a worker thread as its own reads)."""
-    # one trip to a worker thread for the workspace and the home, one for preloads
-    if scanned is None:
-        scanned = await asyncio.to_thread(scan_skills, workspace, home, shared)
+    ``scanned``: what ``scan_skills`` found (the caller reads it on its own trip to a
+    worker thread); preloads take one more trip."""
     personal, present = scanned
     available = merge(shared, personal)
     slugs = resolve_selection(selected, available)

@@ -37,25 +37,29 @@ async def shared_skills(catalog: ResourceCatalog, uid: UUID) -> list[SkillRecord
     )
 
 
+def skills_wanted(selected: Sequence[str] | None) -> bool:
+    """False for ``skills: []``: none at all, not even the user's personal ones (and no
+    preloads, which come from the selection too)."""
+    return selected is None or bool(selected)
+
+
 async def prepare_run_skills(
     context: BaseContext,
     selected: Sequence[str] | None,
     *,
     catalog: ResourceCatalog,
     uid: UUID,
-    workspace: Path,
     home: Path,
-    shared: list[SkillRecord] | None = None,
-    scanned: tuple[list[SkillRecord], set[str]] | None = None,
+    shared: list[SkillRecord] | None,
+    scanned: tuple[list[SkillRecord], set[str]] | None,
 ) -> RunSkills:
     """Resolves the run's skills into ``context`` (see the module) and returns them for
     the manifest. SkillError when an explicitly selected skill cannot be resolved.
-    ``shared`` and ``scanned``: ``shared_skills`` and ``scan_skills`` of the caller, when
-    it has them (else they are read here)."""
+    ``shared`` and ``scanned``: the caller's ``shared_skills`` and ``scan_skills``, None
+    when ``skills_wanted`` is false."""
 
     preload = list(getattr(context, "preload_skills", None) or [])
-    if selected is not None and not selected:
-        # skills: [] is none at all (preloads come from the selection too)
+    if shared is None or scanned is None:
         context.skills = []
         return RunSkills()
 
@@ -68,11 +72,10 @@ async def prepare_run_skills(
     resolved = await prepare_skills(
         selected,
         preload,
-        shared=shared if shared is not None else await shared_skills(catalog, uid),
-        workspace=workspace,
+        shared=shared,
+        scanned=scanned,
         home=home,
         fetch=fetch,
-        scanned=scanned,
     )
     context.skills = [skill.slug for skill in resolved.skills]
     context._readable_skills = dict(resolved.roots)
