@@ -141,7 +141,7 @@ COMMENT ON COLUMN yuxi.attachments.filename IS
 -- The model registry (functions in 18_models.sql): platform models (owner_uid NULL,
 -- managed by admins) and users' own models (BYOK). Keys are stored sealed with
 -- AES-256-GCM under the server key and bound to the model's id
--- (yuxi/runtime/secret_box.py): PostgreSQL never sees a key in the clear, so no
+-- (yuxi/models/secret_box.py): PostgreSQL never sees a key in the clear, so no
 -- statement log, pg_stat_statements entry or dump holds one.
 CREATE TABLE yuxi.models (
     id                     uuid PRIMARY KEY,

@@ -27,7 +27,7 @@ COMMENT ON FUNCTION yuxi.run_get(uuid, uuid) IS
     'A run for its owner (p_uid) or an operator (NULL). Raises not_found (YN001)';
 
 -- The resources a user may use, as a run's preparation reads them (the catalog of
--- yuxi/runtime/resources.py): {knowledge_bases: [{id, name, slug}], skills: [rows of
+-- yuxi/resources.py): {knowledge_bases: [{id, name, slug}], skills: [rows of
 -- yuxi.skills_usable], mcp_servers: [{id, slug, name, transport, version}]}. PL/pgSQL, so that this file may name what later files define.
 CREATE FUNCTION yuxi.run_catalog(p_uid uuid) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$

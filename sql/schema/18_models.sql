@@ -3,7 +3,7 @@
 -- resolves to the user's own enabled model of that spec, else the enabled platform one.
 --
 -- API keys are stored sealed (AES-256-GCM under the server key, bound to the model's
--- id: yuxi/runtime/secret_box.py). PostgreSQL never sees a key in the clear, so no
+-- id: yuxi/models/secret_box.py). PostgreSQL never sees a key in the clear, so no
 -- statement log, pg_stat_statements entry or dump holds one; only the worker that
 -- builds the provider opens it.
 

@@ -4,7 +4,7 @@
 -- (a worker host runs their command).
 --
 -- Headers and environment variables are stored sealed (AES-256-GCM under the server
--- key, bound to the server's id: yuxi/runtime/secret_box.py), as one JSON object each;
+-- key, bound to the server's id: yuxi/models/secret_box.py), as one JSON object each;
 -- only their names are kept in the clear, so the API can say which are set. Only the
 -- worker that connects opens them.
 --

@@ -35,7 +35,7 @@ COMMENT ON FUNCTION yuxi.skill_file_path_is_valid(text) IS
 
 -- The canonical digest of a file set: sha256 over every file in path order (bytewise),
 -- each as path, NUL, its length in decimal, NUL, its bytes. The worker computes the
--- same for a personal skill (yuxi/runtime/skills/format.py).
+-- same for a personal skill (yuxi/skills/format.py).
 CREATE FUNCTION yuxi.skill_digest(p_paths text[], p_contents bytea[]) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT encode(sha256(coalesce(string_agg(

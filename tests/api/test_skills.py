@@ -15,8 +15,8 @@ import pytest_asyncio
 
 from tests.api.conftest import Api, error_of
 from tests.fixtures.skills import SKILLS, skill_md, zip_of
-from yuxi.runtime.prepare import user_workspace
-from yuxi.runtime.skills.format import read_source
+from yuxi.files.layout import user_workspace
+from yuxi.skills.format import read_source
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from tests.api.conftest import Api, error_of
+from yuxi.files.workspace import AGENTS_TEMPLATE, PROMPT_LIMIT, WORKSPACE_FILES
 from yuxi.queue.users import user_create
-from yuxi.runtime.workspace import AGENTS_TEMPLATE, PROMPT_LIMIT, WORKSPACE_FILES
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -161,9 +161,9 @@ async def _build(
 
 async def _end_to_end(url: str, args: argparse.Namespace, uid: UUID, words: list[str]) -> float:
     """Chunks per second through ingest_document (extract, split, store; no embeddings)."""
-    from yuxi.runtime.attachments import stage_bytes
-    from yuxi.runtime.knowledge.files import commit_documents, staging_directory
-    from yuxi.runtime.knowledge.ingest import ingest_document
+    from yuxi.files.attachments import stage_bytes
+    from yuxi.knowledge.documents import commit_documents, staging_directory
+    from yuxi.knowledge.ingest import ingest_document
 
     rng = random.Random(args.seed + 1)
     pool = AsyncConnectionPool(url, min_size=1, max_size=4, open=False, kwargs={"autocommit": True})

@@ -39,12 +39,12 @@ from psycopg_pool import AsyncConnectionPool
 from tests.bench.harness import BenchDatabase, log, percentile, print_table, run_benchmark, verdict
 from tests.mcp_servers import http_server
 from yuxi.agents.chatbot import ChatBotAgent
+from yuxi.mcp.session import McpServerSpec, McpSession
 from yuxi.queue.mcp import mcp_server_create
 from yuxi.queue.runs import ExecutionInput
+from yuxi.resources import DatabaseCatalog
 from yuxi.runtime.executor import ExecutorSettings, RunExecutor
-from yuxi.runtime.mcp.session import McpServerSpec, McpSession
 from yuxi.runtime.prepare import prepare_agent_runtime_context
-from yuxi.runtime.resources import DatabaseCatalog
 
 with suppress_langchain_beta_warning():
     from langchain.mcp import MCPAdapter

@@ -40,9 +40,9 @@ from tests.bench.harness import (
 from yuxi.agents.chatbot import ChatBotAgent
 from yuxi.queue.runs import ExecutionInput
 from yuxi.queue.skills import skill_add
+from yuxi.resources import DatabaseCatalog
 from yuxi.runtime.manifest import build_manifest
 from yuxi.runtime.prepare import prepare_agent_runtime_context
-from yuxi.runtime.resources import DatabaseCatalog
 
 BLOCK = 10
 TARGET_MS = 10.0

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from tests.integration.conftest import World
 from tests.mcp_servers import EXPECTED_TOKEN, stdio_command
-from yuxi.runtime.mcp.secrets import open_map
-from yuxi.runtime.secret_box import SecretBox, new_key
-from yuxi.runtime.secret_box import _decode_key as decode_key
+from yuxi.mcp.secrets import open_map
+from yuxi.models.secret_box import SecretBox, new_key
+from yuxi.models.secret_box import _decode_key as decode_key
 
 
 def _yuxi(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

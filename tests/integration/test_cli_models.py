@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from tests.integration.conftest import World
-from yuxi.runtime.model_registry import model_context
-from yuxi.runtime.secret_box import SecretBox, new_key
+from yuxi.models.registry import model_context
+from yuxi.models.secret_box import SecretBox, new_key
 
 KEY = "sk-cli-0123456789abcdef-LAST"
 

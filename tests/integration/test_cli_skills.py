@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.fixtures.skills import SKILLS, skill_md, zip_of
 from tests.integration.conftest import World
 from tests.integration.test_cli_knowledge import _yuxi
-from yuxi.runtime.skills.format import read_source
+from yuxi.skills.format import read_source
 
 
 async def test_skill_add_list_versions_delete(world: World, db_url: str, tmp_path: Path) -> None:

@@ -26,6 +26,9 @@ from tests.integration.conftest import World
 from tests.integration.racing import race, successes
 from tests.integration.worker_harness import running_worker
 from tests.openai_stub import stub_server
+from yuxi.files.attachments import stage_bytes
+from yuxi.knowledge.documents import commit_documents, staging_directory
+from yuxi.knowledge.search import DatabaseKnowledge
 from yuxi.queue.errors import LeaseLost, NotFound
 from yuxi.queue.knowledge import (
     KbDocument,
@@ -39,9 +42,6 @@ from yuxi.queue.knowledge import (
     kb_search,
     kb_update,
 )
-from yuxi.runtime.attachments import stage_bytes
-from yuxi.runtime.knowledge.files import commit_documents, staging_directory
-from yuxi.runtime.knowledge.search import DatabaseKnowledge
 
 SHA = hashlib.sha256(b"x").hexdigest()
 

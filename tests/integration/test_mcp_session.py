@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.mcp_servers import EXPECTED_TOKEN, RunningServer, http_server, stdio_command
-from yuxi.runtime.mcp.session import McpServerSpec, McpSession, McpUnavailable
+from yuxi.mcp.session import McpServerSpec, McpSession, McpUnavailable
 
 pytestmark = pytest.mark.asyncio
 

@@ -16,9 +16,9 @@ from tests.integration.conftest import World
 from yuxi.agents.chatbot import ChatBotContext
 from yuxi.agents.graph import build_agent_graph
 from yuxi.agents.memory import MemoryRefused, current_run_memory
+from yuxi.files.memory import LeasedRunMemory
+from yuxi.files.workspace import MEMORY_FILE, PROMPT_LIMIT
 from yuxi.queue.runs import ClaimedRun, run_release
-from yuxi.runtime.memory import LeasedRunMemory
-from yuxi.runtime.workspace import MEMORY_FILE, PROMPT_LIMIT
 
 
 async def _claimed(world: World) -> ClaimedRun:

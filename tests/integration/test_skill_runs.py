@@ -17,13 +17,14 @@ from tests.integration.worker_harness import running_worker, wait_for_status, wa
 from yuxi.agents.chatbot import ChatBotAgent
 from yuxi.agents.graph import build_system_prompt
 from yuxi.agents.subagent import SubAgent
+from yuxi.files.layout import user_workspace
 from yuxi.queue.runs import ExecutionInput
+from yuxi.resources import DatabaseCatalog
 from yuxi.runtime.manifest import build_manifest
-from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
-from yuxi.runtime.resources import DatabaseCatalog
-from yuxi.runtime.skills.format import bundle, read_source
-from yuxi.runtime.skills.resolve import SkillError
-from yuxi.runtime.skills.store import add_shared_skill
+from yuxi.runtime.prepare import prepare_agent_runtime_context
+from yuxi.skills.format import bundle, read_source
+from yuxi.skills.resolve import SkillError
+from yuxi.skills.store import add_shared_skill
 
 
 async def upload(world: World, *names: str) -> None:

@@ -20,8 +20,8 @@ from yuxi.queue.skills import (
     skill_versions,
     skills_usable,
 )
-from yuxi.runtime.skills.format import bundle, canonical_digest, read_source
-from yuxi.runtime.skills.store import add_shared_skill
+from yuxi.skills.format import bundle, canonical_digest, read_source
+from yuxi.skills.store import add_shared_skill
 
 
 def files_of(name: str, description: str = "x", **kw: Any) -> dict[str, bytes]:

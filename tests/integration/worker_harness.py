@@ -26,7 +26,7 @@ from tests.integration.conftest import World
 from yuxi.db.embedded import start_embedded
 from yuxi.db.migrations import migrate
 from yuxi.queue.runs import run_get
-from yuxi.runtime.resources import ResourceCatalog
+from yuxi.resources import ResourceCatalog
 from yuxi.settings import Settings
 from yuxi.worker.app import Recovery, run_worker
 

@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
+from yuxi.mcp.secrets import open_map, seal_map
+from yuxi.mcp.session import McpServerSpec
+from yuxi.models.secret_box import SecretBox, SecretError
 from yuxi.queue.errors import InvalidInput
-from yuxi.runtime.mcp.secrets import open_map, seal_map
-from yuxi.runtime.mcp.session import McpServerSpec
-from yuxi.runtime.secret_box import SecretBox, SecretError
 
 BOX = SecretBox(b"k" * 32)
 SECRET = "Bearer s3cret-value"

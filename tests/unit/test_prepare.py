@@ -12,11 +12,12 @@ import pytest
 
 from yuxi.agents.chatbot import ChatBotAgent, ChatBotContext
 from yuxi.agents.subagent import SubAgent, SubAgentContext
+from yuxi.files.layout import user_workspace
+from yuxi.files.workspace import ClientPaths, client_path
 from yuxi.queue.runs import ExecutionInput
+from yuxi.resources import narrow, narrow_subagents, skill_closure
 from yuxi.runtime.manifest import build_manifest, canonical_json, manifest_fingerprint
-from yuxi.runtime.prepare import prepare_agent_runtime_context, user_workspace
-from yuxi.runtime.resources import narrow, narrow_subagents, skill_closure
-from yuxi.runtime.workspace import ClientPaths, client_path
+from yuxi.runtime.prepare import prepare_agent_runtime_context
 
 
 class Catalog:

@@ -1,4 +1,4 @@
-"""The server key and sealed secrets (yuxi/runtime/secret_box.py)."""
+"""The server key and sealed secrets (yuxi/models/secret_box.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from yuxi.runtime.secret_box import SecretBox, SecretError, new_key
+from yuxi.models.secret_box import SecretBox, SecretError, new_key
 from yuxi.settings import SettingsError
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.skills import SKILLS, skill_md, zip_of
-from yuxi.runtime.skills.format import (
+from yuxi.skills.format import (
     MAX_BYTES,
     SkillFormatError,
     canonical_digest,
@@ -21,7 +21,7 @@ from yuxi.runtime.skills.format import (
     read_source,
     read_zip,
 )
-from yuxi.runtime.skills.resolve import (
+from yuxi.skills.resolve import (
     SkillError,
     SkillRecord,
     closure,

@@ -1,4 +1,4 @@
-"""Client paths and upload names (yuxi/runtime/workdir.py), without a database."""
+"""Client paths and upload names (yuxi/files/workdir.py), without a database."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from yuxi.runtime.workdir import BadPath, client_relative, confined, media_type, safe_filename
+from yuxi.files.workdir import BadPath, client_relative, confined, media_type, safe_filename
 
 
 @pytest.mark.parametrize(

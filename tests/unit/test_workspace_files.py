@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from yuxi.runtime.workspace import (
+from yuxi.files.workspace import (
     AGENTS_TEMPLATE,
     MEMORY_FILE,
     PROMPT_LIMIT,

@@ -166,7 +166,7 @@ class BaseContext:
         default_factory=list, metadata=_runtime("Knowledge bases the run may search")
     )
 
-    # skills (yuxi/runtime/skills/run.py): slug → directory of its files (read-only under
+    # skills (yuxi/skills/run.py): slug → directory of its files (read-only under
     # the file tools' skills/ root; never shown), the skill index and preloaded
     # instructions, the preloaded ones, and what each skill mounts when activated
     _readable_skills: dict[str, str] = field(

@@ -39,8 +39,8 @@ from yuxi.api.routes.users import UsersController
 from yuxi.api.routes.workspace import WorkspaceController
 from yuxi.api.state import AppState
 from yuxi.db.pools import app_pool, checkpointer_pool
-from yuxi.runtime.resources import DatabaseCatalog
-from yuxi.runtime.secret_box import SecretBox
+from yuxi.models.secret_box import SecretBox
+from yuxi.resources import DatabaseCatalog
 from yuxi.settings import Settings
 
 log = logging.getLogger("yuxi.api")

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.api.event_hub import EventHub
-from yuxi.runtime.resources import ResourceCatalog
-from yuxi.runtime.secret_box import SecretBox
+from yuxi.models.secret_box import SecretBox
+from yuxi.resources import ResourceCatalog
 from yuxi.settings import Settings
 
 if TYPE_CHECKING:

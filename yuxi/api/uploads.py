@@ -1,5 +1,5 @@
 """Reading a ``multipart/form-data`` upload as it arrives: each part named ``file`` goes
-straight into a staging file of the conversation's ``uploads/`` (yuxi/runtime/attachments.py),
+straight into a staging file of the conversation's ``uploads/`` (yuxi/files/attachments.py),
 so a request of any size holds no more than one network chunk and one flush buffer in
 memory. Other parts are read and ignored."""
 
@@ -12,8 +12,8 @@ from typing import Any
 import multipart  # type: ignore[import-untyped]
 from litestar import Request
 
+from yuxi.files.attachments import StagedFile
 from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
-from yuxi.runtime.attachments import StagedFile
 
 FILE_FIELD = "file"
 MAX_PARTS = 100

@@ -78,8 +78,8 @@ def create_command(
 ) -> None:
     """Create a knowledge base; prints its id as the last line."""
     from yuxi.agents.models import ModelSpecError
+    from yuxi.knowledge.embed import check_embedding_model
     from yuxi.queue.knowledge import kb_create
-    from yuxi.runtime.knowledge.embed import check_embedding_model
 
     try:
         model = check_embedding_model(embedding_model) if embedding_model else None
@@ -191,10 +191,10 @@ async def _upload(
 ) -> int:
     from psycopg_pool import AsyncConnectionPool
 
+    from yuxi.files.attachments import StagedFile
+    from yuxi.knowledge.documents import commit_documents, staging_directory
     from yuxi.queue.errors import QueueError
     from yuxi.queue.knowledge import kb_document_list, kb_find
-    from yuxi.runtime.attachments import StagedFile
-    from yuxi.runtime.knowledge.files import commit_documents, staging_directory
 
     pool = AsyncConnectionPool(url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True})
     await pool.open()
@@ -266,8 +266,8 @@ def search_command(knowledge_base: str, query: str, k: int, as_json: bool) -> No
     async def work() -> Any:
         from psycopg_pool import AsyncConnectionPool
 
+        from yuxi.knowledge.search import search
         from yuxi.queue.knowledge import kb_find
-        from yuxi.runtime.knowledge.search import search
 
         pool = AsyncConnectionPool(
             url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True}

@@ -88,9 +88,9 @@ def add_command(slug: str, **options: Any) -> None:
     """Register MCP server SLUG (lower-case letters, digits and dashes)."""
     import uuid
 
+    from yuxi.mcp.secrets import seal_map
+    from yuxi.models.secret_box import SecretBox
     from yuxi.queue.mcp import mcp_server_create
-    from yuxi.runtime.mcp.secrets import seal_map
-    from yuxi.runtime.secret_box import SecretBox
 
     transport = options["transport"] or ("stdio" if options["command_"] else "streamable_http")
     fields: dict[str, Any] = {
@@ -222,8 +222,8 @@ def _first_line(text: str | None) -> str:
 def rekey_command() -> None:
     """Re-seal every MCP server's headers and env under the current server key (after
     a rotation, as ``yuxi model rekey`` does for model keys)."""
-    from yuxi.runtime.mcp.secrets import secret_context
-    from yuxi.runtime.secret_box import SecretBox, SecretError
+    from yuxi.mcp.secrets import secret_context
+    from yuxi.models.secret_box import SecretBox, SecretError
 
     box = SecretBox.from_env(settings_or_exit().home)
 

@@ -44,9 +44,9 @@ def add_command(spec: str, **options: Any) -> None:
     import uuid
 
     from yuxi.agents.models import ModelSpecError
+    from yuxi.models.registry import registry_fields, sealed_key
+    from yuxi.models.secret_box import SecretBox
     from yuxi.queue.models import model_create
-    from yuxi.runtime.model_registry import registry_fields, sealed_key
-    from yuxi.runtime.secret_box import SecretBox
 
     key = _key(options.pop("api_key_env"), options.pop("api_key_stdin"))
     body: dict[str, Any] = {
@@ -100,8 +100,8 @@ def _key(env: str | None, stdin: bool) -> str | None:
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 def list_command(as_json: bool) -> None:
     """List the platform models, disabled ones included (never a key)."""
+    from yuxi.models.registry import model_view
     from yuxi.queue.models import model_list
-    from yuxi.runtime.model_registry import model_view
 
     rows = [model_view(row) for row in with_database(lambda conn: model_list(conn, None))]
     if as_json:
@@ -153,9 +153,9 @@ def rekey_command() -> None:
 
     For a rotation: set the new YUXI_SECRET_KEY, put the old one in
     YUXI_SECRET_KEY_PREVIOUS, run this, then drop the old key."""
+    from yuxi.models.registry import model_context
+    from yuxi.models.secret_box import SecretBox, SecretError
     from yuxi.queue.models import model_reseal, model_sealed_keys
-    from yuxi.runtime.model_registry import model_context
-    from yuxi.runtime.secret_box import SecretBox, SecretError
 
     box = SecretBox.from_env(settings_or_exit().home)
 

@@ -41,7 +41,7 @@ async def _user_id(conn: Any, name: str) -> Any:
 
 
 def _read(source: Path) -> Any:
-    from yuxi.runtime.skills.format import SkillFormatError, read_source
+    from yuxi.skills.format import SkillFormatError, read_source
 
     try:
         return read_source(source)
@@ -79,7 +79,7 @@ def add_command(
     if personal is not None:
         _add_personal(found, personal, as_json)
         return
-    from yuxi.runtime.skills.store import add_shared_skill
+    from yuxi.skills.store import add_shared_skill
 
     async def work(conn: Any) -> Any:
         shared = [await _user_id(conn, user) for user in share_with] if share_with else None
@@ -98,9 +98,9 @@ def add_command(
 def _add_personal(found: Any, owner: str, as_json: bool) -> None:
     """Writes the skill's files into the user's workspace (replacing that skill's
     directory), after checking its skill dependencies resolve for that user."""
+    from yuxi.files.layout import user_workspace
     from yuxi.queue.errors import InvalidInput
-    from yuxi.runtime.prepare import user_workspace
-    from yuxi.runtime.skills.store import place_personal_skill
+    from yuxi.skills.store import place_personal_skill
 
     settings = settings_or_exit()
 

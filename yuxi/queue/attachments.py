@@ -1,6 +1,6 @@
 """Attachments (``yuxi.attachment_*``): files a user attached to a conversation, each
 ``uploads/<filename>`` of its workdir. The files themselves are the runtime's
-(yuxi/runtime/attachments.py); these record them."""
+(yuxi/files/attachments.py); these record them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Knowledge bases (``yuxi.kb_*``): the bases and who may read them, their documents,
 the ingestion steps a worker takes, and the hybrid search. Extracting, chunking and
-embedding are the runtime's (yuxi/runtime/knowledge/); these only call SQL."""
+embedding are the runtime's (yuxi/knowledge/); these only call SQL."""
 
 from __future__ import annotations
 

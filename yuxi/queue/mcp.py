@@ -1,6 +1,6 @@
 """The MCP server registry (``yuxi.mcp_server_*``) and tool discovery (``yuxi.mcp_tools_*``).
 
-Headers and env travel sealed (yuxi/runtime/secret_box.py); nothing here sees them in
+Headers and env travel sealed (yuxi/models/secret_box.py); nothing here sees them in
 the clear. ``McpServerInfo`` is what clients see (names of headers and env only);
 ``McpConnection`` is what a worker connects with.
 """

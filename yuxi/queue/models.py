@@ -1,5 +1,5 @@
 """The model registry (``yuxi.model_*``): platform models (``owner`` None) and users'
-own (BYOK). Keys travel sealed (yuxi/runtime/secret_box.py); nothing here sees one in
+own (BYOK). Keys travel sealed (yuxi/models/secret_box.py); nothing here sees one in
 the clear."""
 
 from __future__ import annotations

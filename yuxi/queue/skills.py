@@ -1,6 +1,6 @@
 """Shared skills (``yuxi.skill_*``): adding versions, listing what a user may use,
 reading a version's files, deleting. Parsing the Agent Skills format is the runtime's
-(yuxi/runtime/skills/format.py); these only call SQL."""
+(yuxi/skills/format.py); these only call SQL."""
 
 from __future__ import annotations
 

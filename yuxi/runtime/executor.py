@@ -36,6 +36,13 @@ from yuxi.agents.models import RegisteredModel, model_capabilities
 from yuxi.agents.models.usage import current_call_gate, current_text, current_usage
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.db.outages import Backoff, describe, is_connection_error
+from yuxi.files.attachments import image_blocks
+from yuxi.files.layout import conversation_workdir, user_workspace
+from yuxi.files.memory import LeasedRunMemory
+from yuxi.files.workspace import ClientPaths
+from yuxi.models.budget import RunBudget
+from yuxi.models.secret_box import SecretBox
+from yuxi.models.usage import RunUsage
 from yuxi.queue.errors import InsufficientCredits, LeaseLost, ManifestConflict, RunNotClaimable
 from yuxi.queue.events import RunEvent
 from yuxi.queue.mcp import mcp_server_connections
@@ -54,8 +61,7 @@ from yuxi.queue.runs import (
     run_retry,
 )
 from yuxi.queue.statuses import RunStatus
-from yuxi.runtime.attachments import image_blocks
-from yuxi.runtime.budget import RunBudget
+from yuxi.resources import DatabaseCatalog, ResourceCatalog
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.child_runs import ChildRuns
 from yuxi.runtime.events import EventWriter
@@ -69,16 +75,9 @@ from yuxi.runtime.graph_io import (
     text_of,
 )
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
-from yuxi.runtime.memory import LeasedRunMemory
 from yuxi.runtime.prepare import (
-    conversation_workdir,
     prepare_agent_runtime_context,
-    user_workspace,
 )
-from yuxi.runtime.resources import DatabaseCatalog, ResourceCatalog
-from yuxi.runtime.secret_box import SecretBox
-from yuxi.runtime.usage import RunUsage
-from yuxi.runtime.workspace import ClientPaths
 
 log = logging.getLogger("yuxi.runtime")
 
@@ -497,7 +496,7 @@ class RunExecutor:
         if not visible and not required:
             return
         # FastMCP and langchain.mcp load with the first run that has MCP servers
-        from yuxi.runtime.mcp.session import McpServerSpec, McpSession, McpUnavailable
+        from yuxi.mcp.session import McpServerSpec, McpSession, McpUnavailable
 
         async with self.pool.connection() as conn:
             rows = await mcp_server_connections(conn, claimed.uid, visible) if visible else []

@@ -6,7 +6,6 @@ import asyncio
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from uuid import UUID
 
 from pydantic import SecretStr
 
@@ -15,20 +14,8 @@ from yuxi.agents.context import BaseContext
 from yuxi.agents.memory import is_subagent_context
 from yuxi.agents.models import Capabilities, ModelSpecError, RegisteredModel
 from yuxi.agents.subagent import SubAgentContext
-from yuxi.queue.runs import ExecutionInput
-from yuxi.runtime.model_registry import model_context
-from yuxi.runtime.resources import (
-    RESOURCE_KINDS,
-    ResourceCatalog,
-    narrow,
-    narrow_subagents,
-    visible_knowledge_bases,
-    visible_mcp_servers,
-)
-from yuxi.runtime.secret_box import SecretBox
-from yuxi.runtime.skills.resolve import RunSkills, SkillRecord, scan_skills
-from yuxi.runtime.skills.run import prepare_run_skills, shared_skills, skills_wanted
-from yuxi.runtime.workspace import (
+from yuxi.files.layout import conversation_workdir, user_workspace
+from yuxi.files.workspace import (
     MEMORY_FILE,
     WorkspaceFile,
     ensure_agents_template,
@@ -36,6 +23,19 @@ from yuxi.runtime.workspace import (
     read_workspace_file,
     workspace_prompt,
 )
+from yuxi.models.registry import model_context
+from yuxi.models.secret_box import SecretBox
+from yuxi.queue.runs import ExecutionInput
+from yuxi.resources import (
+    RESOURCE_KINDS,
+    ResourceCatalog,
+    narrow,
+    narrow_subagents,
+    visible_knowledge_bases,
+    visible_mcp_servers,
+)
+from yuxi.skills.resolve import RunSkills, SkillRecord, scan_skills
+from yuxi.skills.run import prepare_run_skills, shared_skills, skills_wanted
 
 
 @dataclass
@@ -46,21 +46,6 @@ class PreparedContext:
     prompt_files: list[WorkspaceFile] = field(default_factory=list)
     ignored_config_keys: list[str] = field(default_factory=list)
     skills: RunSkills | None = None
-
-
-def user_workspace(home: Path, uid: str) -> Path:
-    """The user's workspace: agents/AGENTS.md, USER.md and MEMORY.md live here."""
-    return home / "workspaces" / uid
-
-
-def conversation_workdir(
-    home: Path, uid: UUID | str, thread_id: UUID | str, project_workdir: str | None
-) -> Path:
-    """The project's workdir, or a per-conversation directory in the user's workspace
-    (``yuxi.thread_workdir_shown`` shows the same place relative to the workspace)."""
-    if project_workdir:
-        return Path(project_workdir)
-    return user_workspace(home, str(uid)) / "threads" / str(thread_id)
 
 
 async def prepare_agent_runtime_context(

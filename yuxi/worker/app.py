@@ -3,9 +3,9 @@
 - ``execute_run(run_id)`` (queue ``yuxi_runs``): delivered by the SQL that makes a run
   pending; executes it. A duplicate delivery finds the run claimed and does nothing.
 - ``ingest_document(document_id)`` (queue ``yuxi_knowledge``): deferred by the SQL that
-  records an uploaded document; extracts, chunks and embeds it (yuxi.runtime.knowledge).
+  records an uploaded document; extracts, chunks and embeds it (yuxi.knowledge).
 - ``discover_mcp_tools(server_id)`` (queue ``yuxi_mcp``): deferred by
-  ``yuxi.mcp_tools_request``; lists an MCP server's tools (yuxi.runtime.mcp.discovery).
+  ``yuxi.mcp_tools_request``; lists an MCP server's tools (yuxi.mcp.discovery).
 - ``yuxi_reconcile_leases``, ``yuxi_redeliver_runs`` and ``yuxi_tick_schedules`` (queue
   ``yuxi_maintenance``, periodic): fail or retry runs whose lease expired; re-deliver
   pending runs whose job vanished or whose worker stopped, and documents whose ingestion
@@ -44,6 +44,9 @@ from psycopg_pool import AsyncConnectionPool
 from yuxi.agents.tools.knowledge import current_knowledge
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.db.pools import app_pool, checkpointer_pool, procrastinate_pool
+from yuxi.knowledge.ingest import MAX_ATTEMPTS, ingest_document
+from yuxi.knowledge.search import DatabaseKnowledge
+from yuxi.mcp.discovery import discover_server_tools
 from yuxi.queue.knowledge import kb_document_redeliver_stalled
 from yuxi.queue.maintenance import (
     delivery_prune,
@@ -51,12 +54,9 @@ from yuxi.queue.maintenance import (
     run_redeliver_orphans,
     run_redeliver_stalled,
 )
+from yuxi.resources import DatabaseCatalog, ResourceCatalog
 from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.executor import ExecutorSettings, RunExecutor
-from yuxi.runtime.knowledge.ingest import MAX_ATTEMPTS, ingest_document
-from yuxi.runtime.knowledge.search import DatabaseKnowledge
-from yuxi.runtime.mcp.discovery import discover_server_tools
-from yuxi.runtime.resources import DatabaseCatalog, ResourceCatalog
 from yuxi.scheduling.ticker import tick_until_idle
 from yuxi.settings import Settings
 from yuxi.worker.inflight import InFlightRuns

@@ -18,10 +18,10 @@ from yuxi.api.lg import access
 from yuxi.api.lg.assistants import _page
 from yuxi.api.lg.body import parse_run, per_run_fields
 from yuxi.api.lg.errors import Refused
+from yuxi.files.layout import projects_directory
 from yuxi.queue.callers import User
 from yuxi.queue.errors import InvalidInput
 from yuxi.queue.projects import project_create, project_list
-from yuxi.runtime.prepare import user_workspace
 from yuxi.scheduling.jobs import Job, JobSettings, job_create, job_delete, job_list
 
 Conn = NamedDependency[AsyncConnection[Any]]
@@ -53,7 +53,7 @@ async def default_project(state: State, conn: AsyncConnection[Any], user: User) 
     for project in await project_list(conn, user.uid):
         if project.name == PROJECT:
             return project.id
-    workdir = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid)) / "projects"
+    workdir = projects_directory(state.yuxi.settings.home.resolve(), user.uid)
     workdir = workdir / PROJECT
     await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
     return (await project_create(conn, user.uid, PROJECT, str(workdir))).id

@@ -17,7 +17,7 @@ from yuxi.api.auth import User, require_admin
 from yuxi.api.dto import AgentDetail, AgentSummary, CreateAgent, PatchAgent, SaveAgent
 from yuxi.queue.agents import VisibleAgent, agent_save, agent_set_config, agents_visible
 from yuxi.queue.errors import InvalidInput, NotFound
-from yuxi.runtime.resources import RESOURCE_KINDS, DatabaseCatalog
+from yuxi.resources import RESOURCE_KINDS, DatabaseCatalog
 
 Conn = NamedDependency[AsyncConnection[Any]]
 

@@ -26,12 +26,9 @@ from psycopg import AsyncConnection
 from yuxi.api.auth import User
 from yuxi.api.dto import ArtifactListing, AttachmentView, FileEntry, FileListing
 from yuxi.api.uploads import read_files
-from yuxi.queue.attachments import Attachment, attachment_list
-from yuxi.queue.errors import InvalidInput, NotFound
-from yuxi.queue.threads import thread_workdir
-from yuxi.runtime.attachments import commit_attachments, remove_attachment, uploads_dir
-from yuxi.runtime.prepare import conversation_workdir
-from yuxi.runtime.workdir import (
+from yuxi.files.attachments import commit_attachments, remove_attachment, uploads_dir
+from yuxi.files.layout import conversation_workdir
+from yuxi.files.workdir import (
     OUTPUTS,
     BadPath,
     Entry,
@@ -41,6 +38,9 @@ from yuxi.runtime.workdir import (
     shown,
     walk_files,
 )
+from yuxi.queue.attachments import Attachment, attachment_list
+from yuxi.queue.errors import InvalidInput, NotFound
+from yuxi.queue.threads import thread_workdir
 
 Conn = NamedDependency[AsyncConnection[Any]]
 CHUNK = 256 * 1024

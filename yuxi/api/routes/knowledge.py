@@ -16,6 +16,14 @@ from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
 from yuxi.api.uploads import read_files
+from yuxi.knowledge.documents import (
+    commit_documents,
+    remove_document,
+    remove_knowledge_base,
+    staging_directory,
+)
+from yuxi.knowledge.embed import check_embedding_model
+from yuxi.knowledge.search import search
 from yuxi.queue.errors import InvalidInput
 from yuxi.queue.knowledge import (
     KbDocument,
@@ -32,14 +40,6 @@ from yuxi.queue.knowledge import (
     kb_list,
     kb_update,
 )
-from yuxi.runtime.knowledge.embed import check_embedding_model
-from yuxi.runtime.knowledge.files import (
-    commit_documents,
-    remove_document,
-    remove_knowledge_base,
-    staging_directory,
-)
-from yuxi.runtime.knowledge.search import search
 
 Conn = NamedDependency[AsyncConnection[Any]]
 

@@ -21,6 +21,7 @@ from psycopg import AsyncConnection
 from yuxi.api.auth import User
 from yuxi.api.dependencies import caller_briefly
 from yuxi.api.dto import Body
+from yuxi.mcp.secrets import seal_map
 from yuxi.queue.errors import InvalidInput
 from yuxi.queue.mcp import (
     McpServerInfo,
@@ -34,7 +35,6 @@ from yuxi.queue.mcp import (
     mcp_tools_get,
     mcp_tools_request,
 )
-from yuxi.runtime.mcp.secrets import seal_map
 
 Conn = NamedDependency[AsyncConnection[Any]]
 

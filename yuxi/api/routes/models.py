@@ -17,9 +17,9 @@ from psycopg import AsyncConnection
 
 from yuxi.api.auth import User, require_admin
 from yuxi.api.dto import ModelBody
+from yuxi.models.registry import ModelView, model_view, registry_fields, sealed_key
 from yuxi.queue.errors import InvalidInput, NotFound
 from yuxi.queue.models import model_create, model_delete, model_get, model_list, model_update
-from yuxi.runtime.model_registry import ModelView, model_view, registry_fields, sealed_key
 
 Conn = NamedDependency[AsyncConnection[Any]]
 

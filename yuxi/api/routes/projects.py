@@ -16,10 +16,10 @@ from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
 from yuxi.api.dto import CreateProject, Project
+from yuxi.files.layout import projects_directory, user_workspace
+from yuxi.files.workspace import client_path
 from yuxi.queue.projects import Project as StoredProject
 from yuxi.queue.projects import project_create, project_list
-from yuxi.runtime.prepare import user_workspace
-from yuxi.runtime.workspace import client_path
 
 
 def _view(row: StoredProject, workspace: Path) -> Project:
@@ -50,8 +50,8 @@ class ProjectsController(Controller):
             raise ValidationException("a project name is 1-200 characters")
         if data.workdir_path is not None and not 0 < len(data.workdir_path) <= 200:
             raise ValidationException("workdir_path is 1-200 characters")
-        workspace = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid))
-        projects = workspace / "projects"
+        workspace = user_workspace(state.yuxi.settings.home.resolve(), user.uid)
+        projects = projects_directory(state.yuxi.settings.home.resolve(), user.uid)
         workdir = (projects / (data.workdir_path or uuid4().hex[:12])).resolve()
         # a project's files stay in its owner's workspace: agents' file tools work there
         if not workdir.is_relative_to(projects.resolve()) or workdir == projects.resolve():

@@ -37,6 +37,8 @@ from yuxi.api.dto import (
 from yuxi.api.event_hub import Subscription, server_closing
 from yuxi.api.routes.files import conversation_root
 from yuxi.api.sse import EventStream, sse_message
+from yuxi.files.attachments import attaching, image_extension, stage_bytes, uploads_dir
+from yuxi.models.registry import check_model_usable
 from yuxi.queue.attachments import message_refer_attachments
 from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
 from yuxi.queue.events import StreamRead, run_end_event, run_stream_open, run_stream_read
@@ -65,8 +67,6 @@ from yuxi.queue.threads import (
     thread_requests,
 )
 from yuxi.queue.users import bearer_user
-from yuxi.runtime.attachments import attaching, image_extension, stage_bytes, uploads_dir
-from yuxi.runtime.model_registry import check_model_usable
 
 Conn = NamedDependency[AsyncConnection[Any]]
 MAX_SEQ = 2**63 - 1  # event seqs are bigint

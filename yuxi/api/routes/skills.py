@@ -19,12 +19,12 @@ from psycopg import AsyncConnection
 
 from yuxi.api.auth import User, require_admin
 from yuxi.api.limits import RAW_BODY
+from yuxi.files.layout import user_workspace
 from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
 from yuxi.queue.skills import SkillInfo, skill_delete, skill_files, skill_versions, skills_usable
-from yuxi.runtime.prepare import user_workspace
-from yuxi.runtime.skills.format import MAX_BYTES
-from yuxi.runtime.skills.resolve import SkillRecord
-from yuxi.runtime.skills.store import (
+from yuxi.skills.format import MAX_BYTES
+from yuxi.skills.resolve import SkillRecord
+from yuxi.skills.store import (
     add_shared_skill,
     bundle_of_zip,
     place_personal_skill,

@@ -20,6 +20,7 @@ from psycopg import AsyncConnection
 from yuxi.api.auth import User
 from yuxi.api.dto import CreateThread, History, RenameThread, ThreadState
 from yuxi.api.routes.files import conversation_root, entry_view
+from yuxi.files.workdir import OUTPUTS, walk_files
 from yuxi.queue.threads import (
     Thread,
     thread_create,
@@ -31,7 +32,6 @@ from yuxi.queue.threads import (
     thread_runs,
     thread_subagent_runs,
 )
-from yuxi.runtime.workdir import OUTPUTS, walk_files
 
 Conn = NamedDependency[AsyncConnection[Any]]
 

@@ -16,9 +16,8 @@ from litestar.params import FromPath
 from yuxi.api.auth import User
 from yuxi.api.errors import error_response
 from yuxi.api.limits import RAW_BODY
-from yuxi.queue.errors import InvalidInput, NotFound
-from yuxi.runtime.prepare import user_workspace
-from yuxi.runtime.workspace import (
+from yuxi.files.layout import user_workspace
+from yuxi.files.workspace import (
     PROMPT_LIMIT,
     WORKSPACE_FILES,
     SavedWorkspaceFile,
@@ -27,6 +26,7 @@ from yuxi.runtime.workspace import (
     read_workspace_bytes,
     write_workspace_file,
 )
+from yuxi.queue.errors import InvalidInput, NotFound
 
 # litestar adds "; charset=utf-8" to a text type
 MARKDOWN = "text/markdown"

@@ -22,9 +22,7 @@ from uuid import UUID
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from yuxi.queue.attachments import AddedAttachment, attachment_add, attachment_delete
-from yuxi.queue.errors import PayloadTooLarge, QueueError
-from yuxi.runtime.workdir import (
+from yuxi.files.workdir import (
     STAGING_PREFIX,
     UPLOADS,
     BadPath,
@@ -32,6 +30,8 @@ from yuxi.runtime.workdir import (
     media_type,
     safe_filename,
 )
+from yuxi.queue.attachments import AddedAttachment, attachment_add, attachment_delete
+from yuxi.queue.errors import PayloadTooLarge, QueueError
 
 FLUSH_BYTES = 1024 * 1024
 _LINK_ATTEMPTS = 5

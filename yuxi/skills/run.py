@@ -16,8 +16,8 @@ from pathlib import Path
 from uuid import UUID
 
 from yuxi.agents.context import BaseContext
-from yuxi.runtime.resources import ResourceCatalog
-from yuxi.runtime.skills.resolve import (
+from yuxi.resources import ResourceCatalog
+from yuxi.skills.resolve import (
     RunSkills,
     SkillRecord,
     catalog_records,

@@ -18,19 +18,10 @@ from uuid import UUID
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from yuxi.files.attachments import StagedFile
+from yuxi.files.layout import document_path, kb_directory
 from yuxi.queue.errors import NotFound
 from yuxi.queue.knowledge import KbDocument, kb_delete, kb_document_add, kb_document_delete
-from yuxi.runtime.attachments import StagedFile
-
-KNOWLEDGE = "knowledge"
-
-
-def kb_directory(home: Path, kb_id: UUID) -> Path:
-    return home / KNOWLEDGE / str(kb_id)
-
-
-def document_path(home: Path, kb_id: UUID, document_id: UUID) -> Path:
-    return kb_directory(home, kb_id) / str(document_id)
 
 
 def staging_directory(home: Path, kb_id: UUID) -> Path:

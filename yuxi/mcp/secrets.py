@@ -9,9 +9,9 @@ import re
 from collections.abc import Mapping
 from uuid import UUID
 
+from yuxi.models.secret_box import SecretBox
 from yuxi.queue.errors import InvalidInput
 from yuxi.queue.mcp import Sealed
-from yuxi.runtime.secret_box import SecretBox
 
 # an HTTP header's name (RFC 9110 token) and an environment variable's
 _NAMES = {

@@ -12,17 +12,17 @@ from uuid import UUID
 
 from psycopg_pool import AsyncConnectionPool
 
+from yuxi.models.secret_box import SecretBox, SecretError
 from yuxi.queue.mcp import mcp_server_connection, mcp_tools_store
-from yuxi.runtime.secret_box import SecretBox, SecretError
 
-log = logging.getLogger("yuxi.runtime.mcp")
+log = logging.getLogger("yuxi.mcp")
 
 
 async def discover_server_tools(
     pool: AsyncConnectionPool[Any], home: Path, server_id: UUID
 ) -> None:
     # FastMCP and langchain.mcp load with the first discovery, not with the worker
-    from yuxi.runtime.mcp.session import McpServerSpec, discover_tools
+    from yuxi.mcp.session import McpServerSpec, discover_tools
 
     async with pool.connection() as conn:
         row = await mcp_server_connection(conn, server_id)

@@ -15,7 +15,7 @@ from psycopg import AsyncConnection
 from yuxi.agents.tools.names import builtin_tool_names
 from yuxi.queue.errors import InvalidInput
 from yuxi.queue.skills import SkillAdded, SkillInfo, skill_add
-from yuxi.runtime.skills.format import (
+from yuxi.skills.format import (
     SkillBundle,
     SkillFormatError,
     bundle,
@@ -23,7 +23,7 @@ from yuxi.runtime.skills.format import (
     is_skill_slug,
     read_zip,
 )
-from yuxi.runtime.skills.resolve import (
+from yuxi.skills.resolve import (
     PERSONAL_DIR,
     SkillError,
     SkillRecord,

@@ -14,8 +14,8 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.tools.knowledge import KnowledgeHit, KnowledgeResult
+from yuxi.knowledge.embed import Embedder, EmbeddingError
 from yuxi.queue.knowledge import SearchHit, kb_readable, kb_search
-from yuxi.runtime.knowledge.embed import Embedder, EmbeddingError
 
 log = logging.getLogger("yuxi.knowledge")
 

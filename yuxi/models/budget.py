@@ -14,8 +14,8 @@ from uuid import UUID
 
 from psycopg_pool import AsyncConnectionPool
 
+from yuxi.models.usage import RunUsage
 from yuxi.queue.credits import credit_refreeze
-from yuxi.runtime.usage import RunUsage
 
 
 class RunBudget:

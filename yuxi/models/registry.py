@@ -13,9 +13,9 @@ from psycopg import AsyncConnection
 
 from yuxi.agents.models import ModelSettings, ModelSpecError, parse_model_spec
 from yuxi.agents.models.config import DEFAULT_OPENAI_BASE_URL
+from yuxi.models.secret_box import SecretBox
 from yuxi.queue.errors import InvalidInput
 from yuxi.queue.models import ModelInfo, model_for_user
-from yuxi.runtime.secret_box import SecretBox
 
 CAPABILITIES = ("streaming", "function_calling", "vision", "json_mode")
 PARAMETERS = (

@@ -4,7 +4,7 @@ Rules (tools, knowledges, mcps, skills): unset = everything the user can access;
 explicit list = that list ∩ accessible; an explicit empty list = none. ``subagents``:
 unset or empty = every subagent the user can see. Skills are expanded to the closure of
 their dependencies (``skill_closure`` here; a run's skills, with personal ones and
-dependency errors, are resolved by yuxi/runtime/skills/).
+dependency errors, are resolved by yuxi/skills/).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from yuxi.queue.errors import InvalidInput
 
 UPLOADS = "uploads"
 OUTPUTS = "outputs"
-# staging files of uploads in progress (yuxi/runtime/attachments.py), never listed
+# staging files of uploads in progress (yuxi/files/attachments.py), never listed
 STAGING_PREFIX = ".upload-"
 MAX_PATH_BYTES = 1024
 MAX_NAME_BYTES = 255

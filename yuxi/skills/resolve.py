@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from yuxi.runtime.skills.format import (
+from yuxi.files.layout import skill_cache
+from yuxi.skills.format import (
     SKILL_FILE,
     SkillFormatError,
     canonical_digest,
@@ -207,7 +208,7 @@ async def shared_roots(
         written: dict[str, Path] = {}
         for skill in wanted:
             assert skill.sha256 is not None and skill.version is not None
-            target = home / "skills" / skill.sha256
+            target = skill_cache(home) / skill.sha256
             content = files.get((skill.slug, skill.version))
             if not target.is_dir() and content:
                 _write_tree(target, content)
@@ -223,7 +224,7 @@ def scan_skills(
 ) -> tuple[list[SkillRecord], set[str]]:
     """The user's personal skills, and the digests of the shared skills whose files are
     already under the home (blocking: call it in a worker thread)."""
-    cache = home / "skills"
+    cache = skill_cache(home)
     present = {s.sha256 for s in shared if s.sha256 and (cache / s.sha256).is_dir()}
     return personal_skills(workspace), present
 
@@ -303,7 +304,7 @@ async def prepare_skills(
         if skill.root is not None:
             resolved.roots[skill.slug] = str(skill.root)
         elif skill.sha256 is not None and skill.sha256 in present:
-            resolved.roots[skill.slug] = str(home / "skills" / skill.sha256)
+            resolved.roots[skill.slug] = str(skill_cache(home) / skill.sha256)
         else:
             missing.append(skill)
     written = await shared_roots(home, missing, fetch)

@@ -17,6 +17,10 @@ from uuid import UUID
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.db.outages import is_connection_error
+from yuxi.files.layout import document_path
+from yuxi.knowledge.chunk import Chunk, split_text
+from yuxi.knowledge.embed import BATCH, Embedder, EmbeddingError
+from yuxi.knowledge.extract import ExtractionError, extract_text
 from yuxi.queue.errors import LeaseLost
 from yuxi.queue.knowledge import (
     IngestTask,
@@ -27,10 +31,6 @@ from yuxi.queue.knowledge import (
     kb_document_ready,
     kb_vector_index_ensure,
 )
-from yuxi.runtime.knowledge.chunk import Chunk, split_text
-from yuxi.runtime.knowledge.embed import BATCH, Embedder, EmbeddingError
-from yuxi.runtime.knowledge.extract import ExtractionError, extract_text
-from yuxi.runtime.knowledge.files import document_path
 
 log = logging.getLogger("yuxi.knowledge")
 

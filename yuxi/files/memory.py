@@ -4,7 +4,7 @@ The executor sets it in ``yuxi.agents.memory.current_run_memory`` around the gra
 streams. It holds the run's identity (run id, user, lease token) and the pool, so each
 tool call asks the database whether the lease still holds (``yuxi.run_check_lease``);
 it reads and edits the user's ``agents/MEMORY.md`` in a worker thread, atomically and
-without following symlinks (``yuxi.runtime.workspace``).
+without following symlinks (``yuxi.files.workspace``).
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from uuid import UUID
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.memory import MemoryRefused
-from yuxi.queue.calls import call_scalar
-from yuxi.queue.errors import LeaseLost
-from yuxi.runtime.workspace import (
+from yuxi.files.workspace import (
     MEMORY_FILE,
     PROMPT_LIMIT,
     WorkspaceFileRefused,
@@ -29,6 +27,8 @@ from yuxi.runtime.workspace import (
     read_workspace_bytes,
     without_comments,
 )
+from yuxi.queue.calls import call_scalar
+from yuxi.queue.errors import LeaseLost
 
 
 @dataclass

@@ -44,11 +44,11 @@ from fastmcp.client.transports import (
     StreamableHttpTransport,
 )
 
+from yuxi.mcp.secrets import open_map
+from yuxi.models.secret_box import SecretBox
 from yuxi.queue.mcp import McpConnection
-from yuxi.runtime.mcp.secrets import open_map
-from yuxi.runtime.secret_box import SecretBox
 
-log = logging.getLogger("yuxi.runtime.mcp")
+log = logging.getLogger("yuxi.mcp")
 
 # what model providers accept as a tool name
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

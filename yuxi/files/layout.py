@@ -1,0 +1,54 @@
+"""Where files live under ``$YUXI_HOME``, in one place.
+
+```
+<home>/workspaces/<uid>/                  a user's workspace (agents/AGENTS.md, USER.md, MEMORY.md)
+<home>/workspaces/<uid>/threads/<thread>/ a conversation's workdir, unless its project names one
+<home>/workspaces/<uid>/projects/         the default parent of new projects' workdirs
+<home>/knowledge/<kb_id>/<document_id>    a knowledge-base document's original
+<home>/skills/<sha256>/                   the cache of a shared skill version, named by its digest
+```
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from uuid import UUID
+
+WORKSPACES = "workspaces"
+THREADS = "threads"
+PROJECTS = "projects"
+KNOWLEDGE = "knowledge"
+SKILLS = "skills"
+
+
+def user_workspace(home: Path, uid: UUID | str) -> Path:
+    """The user's workspace: agents/AGENTS.md, USER.md and MEMORY.md live here."""
+    return home / WORKSPACES / str(uid)
+
+
+def conversation_workdir(
+    home: Path, uid: UUID | str, thread_id: UUID | str, project_workdir: str | None
+) -> Path:
+    """The project's workdir, or a per-conversation directory in the user's workspace
+    (``yuxi.thread_workdir_shown`` shows the same place relative to the workspace)."""
+    if project_workdir:
+        return Path(project_workdir)
+    return user_workspace(home, uid) / THREADS / str(thread_id)
+
+
+def projects_directory(home: Path, uid: UUID | str) -> Path:
+    """Where a new project's workdir goes when its creator names none."""
+    return user_workspace(home, uid) / PROJECTS
+
+
+def kb_directory(home: Path, kb_id: UUID) -> Path:
+    return home / KNOWLEDGE / str(kb_id)
+
+
+def document_path(home: Path, kb_id: UUID, document_id: UUID) -> Path:
+    return kb_directory(home, kb_id) / str(document_id)
+
+
+def skill_cache(home: Path) -> Path:
+    """The parent of the shared skill versions' cached directories."""
+    return home / SKILLS

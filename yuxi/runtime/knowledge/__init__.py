@@ -1,4 +1,0 @@
-"""Knowledge bases at run time: where documents live on disk (files), turning one into
-text (extract) and chunks (chunk), embedding them (embed), the worker's ingestion job
-(ingest), and searching on behalf of a run (search). The SQL is in
-sql/schema/16_knowledge.sql, called through yuxi/queue/knowledge.py."""
