@@ -13,7 +13,8 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from tests.api.conftest import Api, error_of, read_sse
-from yuxi.api.dto import History, HistoryMessage, HistoryRun, RunTiming
+from yuxi.api.routes.runs import RunTiming
+from yuxi.api.routes.threads import History, HistoryMessage, HistoryRun
 from yuxi.queue.threads import thread_get, thread_runs
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

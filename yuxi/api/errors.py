@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import msgspec
 import psycopg
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
@@ -38,6 +39,15 @@ HTTP_CODES = {
     415: "unsupported_media_type",
     429: "too_many_requests",
 }
+
+
+class ErrorDetail(msgspec.Struct, frozen=True):
+    code: str
+    message: str
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    error: ErrorDetail
 
 
 class Forbidden(Exception):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from litestar import Controller, get, patch, post, put
 from litestar.datastructures import State
 from litestar.di import NamedDependency
@@ -14,12 +15,50 @@ from psycopg import AsyncConnection
 from yuxi.agents.config import AgentConfigError, check_agent_config
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.api.auth import User, require_admin
-from yuxi.api.dto import AgentDetail, AgentSummary, CreateAgent, PatchAgent, SaveAgent
-from yuxi.queue.agents import VisibleAgent, agent_save, agent_set_config, agents_visible
+from yuxi.api.bodies import Body
+from yuxi.queue.agents import (
+    AgentSettings,
+    NewAgent,
+    VisibleAgent,
+    agent_save,
+    agent_set_config,
+    agents_visible,
+)
 from yuxi.queue.errors import InvalidInput, NotFound
 from yuxi.resources import RESOURCE_KINDS, DatabaseCatalog
 
 Conn = NamedDependency[AsyncConnection[Any]]
+
+
+# the names the API's routes and OpenAPI schema use
+SaveAgent = AgentSettings
+CreateAgent = NewAgent
+
+
+class AgentSummary(msgspec.Struct, frozen=True):
+    id: str
+    name: str
+    description: str
+    backend_id: str
+    is_subagent: bool
+
+
+class PatchAgent(Body):
+    """Only the configuration: what the console's configuration form saves."""
+
+    config: dict[str, Any]
+
+
+class AgentDetail(msgspec.Struct, frozen=True):
+    id: str
+    name: str
+    description: str
+    backend_id: str
+    is_subagent: bool
+    share_scope: str
+    capabilities: list[str]
+    configurable_items: list[dict[str, Any]]
+    config: dict[str, Any]
 
 
 def _detail(row: VisibleAgent, options: dict[str, list[str]]) -> AgentDetail:

@@ -21,7 +21,7 @@ from litestar.router import Router
 from litestar.static_files import create_static_files_router
 from psycopg import AsyncConnection
 
-from yuxi.api.dto import Body
+from yuxi.api.bodies import Body
 from yuxi.queue.callers import User
 from yuxi.queue.login_codes import login_code_redeem
 from yuxi.queue.users import token_authenticate

@@ -11,11 +11,13 @@ import asyncio
 import os
 import stat
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 from uuid import UUID
 
+import msgspec
 from litestar import Controller, Request, delete, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
@@ -24,7 +26,6 @@ from litestar.response import Stream
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
-from yuxi.api.dto import ArtifactListing, AttachmentView, FileEntry, FileListing
 from yuxi.api.uploads import read_files
 from yuxi.files.attachments import commit_attachments, remove_attachment, uploads_dir
 from yuxi.files.layout import conversation_workdir
@@ -48,6 +49,44 @@ CHUNK = 256 * 1024
 SANDBOX = (
     "sandbox; default-src 'none'; img-src 'self' data:; media-src 'self'; style-src 'unsafe-inline'"
 )
+
+
+class AttachmentView(msgspec.Struct, frozen=True):
+    """An attachment; ``path`` is relative to the conversation's workdir. ``created`` is
+    false in an upload's answer when the same name and content were already attached."""
+
+    id: UUID
+    thread_id: UUID
+    filename: str
+    path: str
+    bytes: int
+    sha256: str
+    media_type: str
+    created_at: datetime
+    created: bool = True
+
+
+class FileEntry(msgspec.Struct, frozen=True):
+    """A workdir entry; ``kind`` is file, directory or symlink (one leading outside the
+    workdir, never followed); ``path`` is relative to the workdir."""
+
+    name: str
+    path: str
+    kind: str
+    bytes: int | None
+    modified: datetime | None
+    media_type: str | None
+
+
+class FileListing(msgspec.Struct, frozen=True):
+    path: str
+    entries: list[FileEntry]
+    truncated: bool
+
+
+class ArtifactListing(msgspec.Struct, frozen=True):
+    artifacts: list[FileEntry]
+    truncated: bool
 
 
 async def conversation_root(

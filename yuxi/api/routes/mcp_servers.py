@@ -19,8 +19,8 @@ from litestar.params import FromPath, FromQuery, JSONBody
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
+from yuxi.api.bodies import Body
 from yuxi.api.dependencies import caller_briefly
-from yuxi.api.dto import Body
 from yuxi.mcp.secrets import seal_map
 from yuxi.queue.errors import InvalidInput
 from yuxi.queue.mcp import (

@@ -6,9 +6,10 @@ sealed at once under the server key; it never comes out (``has_key`` and
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
+import msgspec
 from litestar import Controller, delete, get, patch, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
@@ -16,12 +17,64 @@ from litestar.params import FromPath, JSONBody
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User, require_admin
-from yuxi.api.dto import ModelBody
+from yuxi.api.bodies import Body
 from yuxi.models.registry import ModelView, model_view, registry_fields, sealed_key
 from yuxi.queue.errors import InvalidInput, NotFound
 from yuxi.queue.models import model_create, model_delete, model_get, model_list, model_update
 
 Conn = NamedDependency[AsyncConnection[Any]]
+
+
+class ModelCapabilities(Body):
+    streaming: bool | msgspec.UnsetType = msgspec.UNSET
+    function_calling: bool | msgspec.UnsetType = msgspec.UNSET
+    vision: bool | msgspec.UnsetType = msgspec.UNSET
+    json_mode: bool | msgspec.UnsetType = msgspec.UNSET
+
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
+Price = Annotated[float, msgspec.Meta(ge=0, le=1_000_000)]
+BaseUrl = Annotated[str, msgspec.Meta(pattern=r"^https?://\S+$", max_length=500)]
+
+
+class ModelBody(Body):
+    """A model to register (``spec`` and ``name`` required) or the fields to change
+    (only those sent; ``null`` clears an optional one, ``api_key: null`` removes the
+    key)."""
+
+    spec: str | msgspec.UnsetType = msgspec.UNSET
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)] | msgspec.UnsetType = (
+        msgspec.UNSET
+    )
+    base_url: BaseUrl | msgspec.UnsetType | None = msgspec.UNSET
+    api_key: str | msgspec.UnsetType | None = msgspec.UNSET
+    capabilities: ModelCapabilities | msgspec.UnsetType = msgspec.UNSET
+    context_window: PositiveInt | msgspec.UnsetType | None = msgspec.UNSET
+    max_tokens: PositiveInt | msgspec.UnsetType | None = msgspec.UNSET
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | msgspec.UnsetType | None = (
+        msgspec.UNSET
+    )
+    top_p: Annotated[float, msgspec.Meta(gt=0, le=1)] | msgspec.UnsetType | None = msgspec.UNSET
+    price_input_per_mtok: Price | msgspec.UnsetType | None = msgspec.UNSET
+    price_output_per_mtok: Price | msgspec.UnsetType | None = msgspec.UNSET
+    price_cached_per_mtok: Price | msgspec.UnsetType | None = msgspec.UNSET
+    enabled: bool | msgspec.UnsetType = msgspec.UNSET
+
+    def present(self) -> dict[str, Any]:
+        """The fields sent, as plain values (``capabilities`` a dict)."""
+        sent = {
+            f: getattr(self, f)
+            for f in self.__struct_fields__
+            if getattr(self, f) is not msgspec.UNSET
+        }
+        if "capabilities" in sent:
+            caps = sent["capabilities"]
+            sent["capabilities"] = {
+                f: getattr(caps, f)
+                for f in caps.__struct_fields__
+                if getattr(caps, f) is not msgspec.UNSET
+            }
+        return sent
 
 
 async def _create(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
+import msgspec
 from litestar import Controller, get, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
@@ -15,11 +17,26 @@ from litestar.params import JSONBody
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
-from yuxi.api.dto import CreateProject, Project
+from yuxi.api.bodies import Body
 from yuxi.files.layout import projects_directory, user_workspace
 from yuxi.files.workspace import client_path
 from yuxi.queue.projects import Project as StoredProject
 from yuxi.queue.projects import project_create, project_list
+
+
+class CreateProject(Body):
+    name: str
+    workdir_path: str | None = None
+
+
+class Project(msgspec.Struct, frozen=True):
+    """``workdir_path`` is relative to the caller's workspace (``projects/<name>``);
+    null for a directory an operator put outside it."""
+
+    id: UUID
+    name: str
+    workdir_path: str | None
+    created_at: datetime
 
 
 def _view(row: StoredProject, workspace: Path) -> Project:

@@ -8,7 +8,8 @@ import binascii
 import hashlib
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import msgspec
@@ -20,20 +21,8 @@ from litestar.params import FromPath, JSONBody, Parameter
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
+from yuxi.api.bodies import Body
 from yuxi.api.dependencies import bearer_of
-from yuxi.api.dto import (
-    CancelResult,
-    ContinueResult,
-    QueueState,
-    RequestView,
-    ResumeRun,
-    RunError,
-    RunResult,
-    RunTiming,
-    RunView,
-    SubmitRun,
-    ThreadRequests,
-)
 from yuxi.api.event_hub import Subscription, server_closing
 from yuxi.api.routes.files import conversation_root
 from yuxi.api.sse import EventStream, sse_message
@@ -71,6 +60,92 @@ from yuxi.queue.users import bearer_user
 Conn = NamedDependency[AsyncConnection[Any]]
 MAX_SEQ = 2**63 - 1  # event seqs are bigint
 STREAM_PAGE = 1000  # events a stream reads at once
+
+
+class SubmitRun(Body):
+    thread_id: UUID
+    query: str
+    request_id: str | None = None
+    queue_policy: Literal["enqueue", "reject", "steer"] = "enqueue"
+    # an image for this message (base64, or a data: URL), stored as an attachment
+    image_content: str | None = None
+    # ids of this thread's attachments the message refers to (each must exist)
+    attachments: list[UUID] | None = None
+    model_spec: str | None = None
+    tool_approval_mode: Literal["auto", "ask"] | None = None
+
+
+class ResumeRun(Body):
+    resume: Any
+    request_id: str | None = None
+
+
+class RequestView(msgspec.Struct, frozen=True):
+    request_id: str
+    thread_id: UUID
+    status: str
+    queue_policy: str
+    queue_position: int | None
+    message_id: int | None
+    run_id: UUID | None
+    stream_url: str | None
+    created_at: datetime
+
+
+class RunTiming(msgspec.Struct, frozen=True):
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class RunView(msgspec.Struct, frozen=True):
+    run_id: UUID
+    thread_id: UUID
+    request_id: str
+    run_type: str
+    created_by_run_id: UUID | None
+    status: str
+    error_type: str | None
+    error_message: str | None
+    timing: RunTiming
+    usage: dict[str, Any] | None = None
+
+
+class RunError(msgspec.Struct, frozen=True):
+    type: str | None
+    message: str | None
+
+
+class RunResult(msgspec.Struct, frozen=True):
+    status: str
+    output: str | None
+    final_message_id: int | None
+    error: RunError | None
+    # {input_tokens, output_tokens, total_tokens, cost, by_model, …}; null until recorded
+    usage: dict[str, Any] | None = None
+
+
+class QueueState(msgspec.Struct, frozen=True):
+    status: str
+    paused_reason: str | None
+    blocking_run_id: UUID | None
+    can_continue: bool
+
+
+class ThreadRequests(msgspec.Struct, frozen=True):
+    requests: list[RequestView]
+    queue: QueueState
+
+
+class ContinueResult(msgspec.Struct, frozen=True):
+    thread_id: UUID
+    run_id: UUID | None
+    queue: QueueState
+
+
+class CancelResult(msgspec.Struct, frozen=True):
+    run_id: UUID
+    status: str
 
 
 def request_view(info: RequestInfo) -> RequestView:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 import msgspec
@@ -12,7 +12,7 @@ from litestar.params import FromPath, JSONBody
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
-from yuxi.api.dto import CreateScheduledJob, UpdateScheduledJob
+from yuxi.api.bodies import Body
 from yuxi.queue.errors import NotFound
 from yuxi.scheduling.jobs import (
     Job,
@@ -28,6 +28,28 @@ from yuxi.scheduling.jobs import (
 )
 
 Conn = NamedDependency[AsyncConnection[Any]]
+
+
+class CreateScheduledJob(Body):
+    project_id: UUID
+    agent_slug: str
+    prompt: str
+    cron: str
+    timezone: str
+    tool_approval_mode: Literal["auto", "ask"] = "auto"
+    enabled: bool = True
+
+
+class UpdateScheduledJob(Body):
+    """Only the fields present change."""
+
+    project_id: UUID | msgspec.UnsetType = msgspec.UNSET
+    agent_slug: str | msgspec.UnsetType = msgspec.UNSET
+    prompt: str | msgspec.UnsetType = msgspec.UNSET
+    cron: str | msgspec.UnsetType = msgspec.UNSET
+    timezone: str | msgspec.UnsetType = msgspec.UNSET
+    tool_approval_mode: Literal["auto", "ask"] | msgspec.UnsetType = msgspec.UNSET
+    enabled: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 class ScheduledJobsController(Controller):

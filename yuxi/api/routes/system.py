@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import msgspec
 from litestar import get
 from litestar.datastructures import State
 
-from yuxi.api.dto import Health
-
 HEALTH_TIMEOUT_SECONDS = 1.0
+
+
+class Health(msgspec.Struct, frozen=True, omit_defaults=True):
+    status: str
+    database: str
+    workers: int
+    # whether knowledge-base vector search uses pgvector's HNSW indexes, and why not
+    # (left out while the database is down)
+    vector_indexing: bool | None = None
+    vector_search: str | None = None
 
 
 @get("/api/system/health", tags=["system"], summary="Liveness, database and workers")

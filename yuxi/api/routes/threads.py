@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -18,8 +19,9 @@ from litestar.response import Stream
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
-from yuxi.api.dto import CreateThread, History, RenameThread, ThreadState
+from yuxi.api.bodies import Body
 from yuxi.api.routes.files import conversation_root, entry_view
+from yuxi.api.routes.runs import RunTiming
 from yuxi.files.workdir import OUTPUTS, walk_files
 from yuxi.queue.threads import (
     Thread,
@@ -34,6 +36,47 @@ from yuxi.queue.threads import (
 )
 
 Conn = NamedDependency[AsyncConnection[Any]]
+
+
+class CreateThread(Body):
+    agent_id: str
+    project_id: UUID | None = None
+    title: str = msgspec.field(default="")
+
+
+class HistoryRun(msgspec.Struct, frozen=True):
+    run_id: UUID
+    request_id: str
+    run_type: str
+    created_by_run_id: UUID | None
+    status: str
+    timing: RunTiming
+
+
+class HistoryMessage(msgspec.Struct, frozen=True):
+    id: int
+    role: str
+    content: str
+    run_id: UUID | None
+    request_id: str | None
+    delivery_status: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+
+
+class History(msgspec.Struct, frozen=True):
+    thread: Thread
+    runs: list[HistoryRun]
+    history: list[HistoryMessage]
+
+
+class ThreadState(msgspec.Struct, frozen=True):
+    agent_state: dict[str, Any]
+    interrupt: dict[str, Any] | None
+
+
+class RenameThread(Body):
+    title: str
 
 
 async def _after(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
