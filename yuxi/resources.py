@@ -1,15 +1,34 @@
-"""Which resources a run may use: the agent's selection narrowed to the user's access.
+"""What a resource kind is, and the catalog that says who may use which.
 
-Rules (tools, knowledges, mcps, skills): unset = everything the user can access; an
-explicit list = that list ∩ accessible; an explicit empty list = none. ``subagents``:
-unset or empty = every subagent the user can see. Skills are expanded to the closure of
-their dependencies (``skill_closure`` here; a run's skills, with personal ones and
-dependency errors, are resolved by yuxi/skills/).
+A run's agent selects resources of four kinds; each is declared once here as a
+``ResourceKind``:
+
+| kind (API, SQL)   | Context field | what a run resolves                             |
+|-------------------|---------------|-------------------------------------------------|
+| `tools`           | `tools`       | built-in tool names                             |
+| `knowledge_bases` | `knowledges`  | `[{id, name, slug}]`, for search_knowledge      |
+| `mcp_servers`     | `mcps`        | `[{id, slug, name, transport, version}]`, tools |
+| `skills`          | `skills`      | versions, files, prompt (yuxi/skills/)          |
+
+The Context fields keep seed 004's names (``knowledges``, ``mcps``); everywhere else a
+kind is spelt as in the first column.
+
+The selection rule: unset = everything the user can access; an explicit list = that
+list ∩ accessible; an explicit empty list = none. ``subagents``: unset or empty = every
+subagent the user can see. Skills are expanded to the closure of their dependencies
+(``skill_closure`` here; a run's skills, with personal ones and dependency errors, are
+resolved by yuxi/skills/). What a run resolved travels in its Context's ``resolved``
+(``yuxi.agents.context.Resolved``), never in loose attributes.
+
+Adding a kind: a package that owns it (its SQL file, routes, tool), an entry in
+``RESOURCE_KINDS``, its key in ``yuxi.run_catalog``, a field of ``Resolved`` and of
+``ResourceCatalog``; CONTRIBUTING.md has the recipe.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
@@ -21,18 +40,82 @@ from yuxi.agents.tools.names import builtin_tool_names
 from yuxi.queue.runs import run_catalog
 from yuxi.queue.skills import SkillInfo, skill_files_many
 
-RESOURCE_KINDS = ("tools", "knowledges", "mcps", "skills")
+
+@dataclass(frozen=True)
+class ResourceKind:
+    """One kind of resource an agent selects."""
+
+    # the kind's one name: the API's, the catalog's (``yuxi.run_catalog``), the manifest's
+    name: str
+    # the agent's Context field holding the selection (seed 004 names them)
+    context_field: str
+    # the field of ``Resolved`` holding what a run resolved of it; None: the narrowed
+    # ids are all (tools), or its package resolves it (skills)
+    resolved_field: str | None = None
+    # the keys of a resolved entry that the manifest records (never content or secrets)
+    manifest_keys: tuple[str, ...] = ()
+
+
+TOOLS = ResourceKind("tools", "tools")
+KNOWLEDGE_BASES = ResourceKind(
+    "knowledge_bases", "knowledges", "knowledge_bases", manifest_keys=("id", "name")
+)
+MCP_SERVERS = ResourceKind(
+    "mcp_servers", "mcps", "mcp_servers", manifest_keys=("slug", "id", "transport", "version")
+)
+SKILLS = ResourceKind("skills", "skills")
+
+RESOURCE_KINDS: tuple[ResourceKind, ...] = (TOOLS, KNOWLEDGE_BASES, MCP_SERVERS, SKILLS)
+
+
+def kind_named(name: str) -> ResourceKind:
+    """The kind called ``name`` (its API name, or its Context field's)."""
+    for kind in RESOURCE_KINDS:
+        if name in (kind.name, kind.context_field):
+            return kind
+    raise KeyError(name)
 
 
 class ResourceCatalog(Protocol):
-    """What exists and who may use it. The database-backed catalog is the production one."""
+    """What exists and who may use it: the whole interface preparation, the API's
+    configuration form and the skills resolver use. ``DatabaseCatalog`` is the
+    production one; ``ListedCatalog`` answers from names alone (for embedding yuxi
+    with resources of its own, and for tests)."""
 
-    async def accessible(self, kind: str, uid: UUID) -> list[str]:
-        """Resource ids of ``kind`` the user may use, in a stable order."""
+    def for_run(self, snapshot: Mapping[str, Any] | None) -> ResourceCatalog:
+        """This catalog for one run whose claim read ``snapshot`` (None: ask as usual)."""
+        ...
+
+    async def for_user(self, uid: UUID) -> ResourceCatalog:
+        """This catalog with the user's resources read once, for several questions."""
+        ...
+
+    async def accessible(self, kind: ResourceKind, uid: UUID) -> list[str]:
+        """Ids of ``kind`` the user may use, in a stable order."""
+        ...
+
+    async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
+        """The knowledge bases the user may read, by id: ``{id, name, slug}``."""
+        ...
+
+    async def mcp_servers(self, uid: UUID) -> dict[str, dict[str, str]]:
+        """The enabled MCP servers the user may use, by slug: ``{id, slug, name,
+        transport, version}`` (never headers or env)."""
+        ...
+
+    async def skill_infos(self, uid: UUID) -> list[SkillInfo] | None:
+        """The latest version of every shared skill the user may use; None when this
+        catalog knows skills by name only (``accessible`` and ``skill_dependencies``)."""
         ...
 
     async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
         """For each accessible skill, the skills it depends on."""
+        ...
+
+    async def skill_files(
+        self, versions: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], dict[str, bytes]]:
+        """The files of shared skill versions (empty for a catalog without files)."""
         ...
 
 
@@ -66,34 +149,64 @@ def skill_closure(
     return list(closure)
 
 
-async def visible_mcp_servers(
-    catalog: ResourceCatalog, uid: UUID, slugs: Sequence[str]
+async def resolve(
+    kind: ResourceKind, catalog: ResourceCatalog, uid: UUID, ids: Sequence[str]
 ) -> list[dict[str, str]]:
-    """``[{id, slug, name, transport, version}]`` of the (already narrowed) MCP servers
-    ``slugs``: what ``_visible_mcp_servers`` holds (never headers or env). A catalog
-    without ``mcp_servers`` names them by slug."""
-    if not slugs:
-        return []
-    describe = getattr(catalog, "mcp_servers", None)
-    if describe is None:
-        return [{"id": s, "slug": s, "name": s, "transport": "", "version": ""} for s in slugs]
-    known: dict[str, dict[str, str]] = await describe(uid)
-    return [known[slug] for slug in slugs if slug in known]
-
-
-async def visible_knowledge_bases(
-    catalog: ResourceCatalog, uid: UUID, ids: Sequence[str]
-) -> list[dict[str, str]]:
-    """``[{id, name, slug}]`` of the (already narrowed) knowledge bases ``ids``: what
-    ``_visible_knowledge_bases`` holds. A catalog without ``knowledge_bases`` names them
-    by id."""
+    """The entries of the (already narrowed) ``ids`` of ``kind``, for ``Resolved``."""
     if not ids:
         return []
-    describe = getattr(catalog, "knowledge_bases", None)
-    if describe is None:
-        return [{"id": kb, "name": kb, "slug": kb} for kb in ids]
-    known: dict[str, dict[str, str]] = await describe(uid)
-    return [known[kb] for kb in ids if kb in known]
+    if kind is KNOWLEDGE_BASES:
+        known = await catalog.knowledge_bases(uid)
+    elif kind is MCP_SERVERS:
+        known = await catalog.mcp_servers(uid)
+    else:
+        raise ValueError(f"{kind.name} is not resolved into entries")
+    return [known[item] for item in ids if item in known]
+
+
+def manifest_entries(
+    kind: ResourceKind, resolved: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """What the manifest records of a kind's resolved entries."""
+    return [{key: entry[key] for key in kind.manifest_keys} for entry in resolved]
+
+
+class ListedCatalog:
+    """A catalog that knows resources by name only: ``accessible`` and
+    ``skill_dependencies`` are the whole of it (override them). Knowledge bases and MCP
+    servers are named by their ids; skills have no versions or files."""
+
+    def for_run(self, snapshot: Mapping[str, Any] | None) -> ResourceCatalog:
+        return self
+
+    async def for_user(self, uid: UUID) -> ResourceCatalog:
+        return self
+
+    async def accessible(self, kind: ResourceKind, uid: UUID) -> list[str]:
+        return []
+
+    async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
+        return {}
+
+    async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
+        return {
+            kb: {"id": kb, "name": kb, "slug": kb}
+            for kb in await self.accessible(KNOWLEDGE_BASES, uid)
+        }
+
+    async def mcp_servers(self, uid: UUID) -> dict[str, dict[str, str]]:
+        return {
+            s: {"id": s, "slug": s, "name": s, "transport": "", "version": ""}
+            for s in await self.accessible(MCP_SERVERS, uid)
+        }
+
+    async def skill_infos(self, uid: UUID) -> list[SkillInfo] | None:
+        return None
+
+    async def skill_files(
+        self, versions: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], dict[str, bytes]]:
+        return {}
 
 
 class DatabaseCatalog:
@@ -102,10 +215,7 @@ class DatabaseCatalog:
     the user may read, by id; skills the shared skills the user may use, by slug (a
     user's personal skills are read from their workspace at preparation); MCP servers
     the enabled ones the user may use, by slug. (The subagents a user can see come with
-    the run's execution input.)
-
-    ``for_run(snapshot)``: the same catalog answering from what a run's claim read with
-    it, instead of reading again."""
+    the run's claim.)"""
 
     def __init__(
         self, pool: AsyncConnectionPool[Any], snapshot: Mapping[str, Any] | None = None
@@ -114,11 +224,9 @@ class DatabaseCatalog:
         self._snapshot = snapshot
 
     def for_run(self, snapshot: Mapping[str, Any] | None) -> DatabaseCatalog:
-        """This catalog for one run whose claim read ``snapshot`` (None: query)."""
         return self if snapshot is None else DatabaseCatalog(self._pool, snapshot)
 
     async def for_user(self, uid: UUID) -> DatabaseCatalog:
-        """This catalog with the user's resources read once, for several questions."""
         return DatabaseCatalog(self._pool, await self._catalog(uid))
 
     async def _catalog(self, uid: UUID) -> Mapping[str, Any]:
@@ -127,27 +235,26 @@ class DatabaseCatalog:
         async with self._pool.connection() as conn:
             return await run_catalog(conn, uid)
 
-    async def accessible(self, kind: str, uid: UUID) -> list[str]:
-        if kind == "tools":
+    async def accessible(self, kind: ResourceKind, uid: UUID) -> list[str]:
+        if kind is TOOLS:
             return builtin_tool_names()
-        if kind == "knowledges":
+        if kind is KNOWLEDGE_BASES:
             return list(await self.knowledge_bases(uid))
-        if kind == "skills":
+        if kind is SKILLS:
             return [skill.slug for skill in await self.skill_infos(uid)]
-        if kind == "mcps":
+        if kind is MCP_SERVERS:
             return list(await self.mcp_servers(uid))
         return []
 
     async def skill_infos(self, uid: UUID) -> list[SkillInfo]:
-        """The latest version of every shared skill the user may use, by slug."""
         skills = (await self._catalog(uid)).get("skills") or []
         return msgspec.convert(skills, list[SkillInfo], strict=False)
 
     async def skill_files(
         self, versions: Sequence[tuple[str, int]]
     ) -> dict[tuple[str, int], dict[str, bytes]]:
-        """The files of shared skill versions, in one query (read as an operator: the
-        run's access was checked when its skills were listed)."""
+        """In one query, read as an operator: the run's access was checked when its
+        skills were listed."""
         found: dict[tuple[str, int], dict[str, bytes]] = {key: {} for key in versions}
         async with self._pool.connection() as conn:
             for row in await skill_files_many(conn, versions):
@@ -155,8 +262,6 @@ class DatabaseCatalog:
         return found
 
     async def mcp_servers(self, uid: UUID) -> dict[str, dict[str, str]]:
-        """The enabled MCP servers the user may use, by slug: ``{id, slug, name,
-        transport, version}``."""
         return {
             s["slug"]: {
                 "id": str(s["id"]),
@@ -170,7 +275,6 @@ class DatabaseCatalog:
         }
 
     async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
-        """The knowledge bases the user may read, by id: ``{id, name, slug}``."""
         return {
             str(kb["id"]): {"id": str(kb["id"]), "name": kb["name"], "slug": kb["slug"]}
             for kb in (await self._catalog(uid)).get("knowledge_bases") or []

@@ -15,7 +15,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from tests.integration.conftest import World
 from yuxi.agents.chatbot import ChatBotContext
 from yuxi.agents.graph import build_agent_graph
-from yuxi.agents.memory import MemoryRefused, current_run_memory
+from yuxi.agents.memory import MemoryRefused
+from yuxi.agents.services import RunServices, run_services
 from yuxi.files.memory import LeasedRunMemory
 from yuxi.files.workspace import MEMORY_FILE, PROMPT_LIMIT
 from yuxi.queue.runs import ClaimedRun, run_release
@@ -87,8 +88,7 @@ async def test_a_memory_call_after_the_lease_is_lost_is_refused(
     memory = LeasedRunMemory(
         world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace
     )
-    token = current_run_memory.set(memory)
-    try:
+    with run_services(RunServices(memory=memory)):
         append = '/tool memory_append {"text": "- has a cat"}'
         assert await _reply(context, append, "t1") == (
             "tool memory_append returned: appended to agents/MEMORY.md (25 bytes now)"
@@ -111,8 +111,6 @@ async def test_a_memory_call_after_the_lease_is_lost_is_refused(
             name = query.split()[1]
             assert await _reply(context, query, f"t-{name}") == f"tool {name} failed: {refused}"
         assert memory_file.read_text() == "- likes tea\n\n- has a cat\n"
-    finally:
-        current_run_memory.reset(token)
 
 
 async def test_memory_is_refused_to_another_run_and_outside_a_worker(
@@ -128,13 +126,10 @@ async def test_memory_is_refused_to_another_run_and_outside_a_worker(
         "tool memory_append failed: memory tools work only in a run executed by a yuxi worker"
     )
     other = LeasedRunMemory(world.pool, uuid4(), claimed.uid, claimed.lease_token, workspace)
-    token = current_run_memory.set(other)
-    try:
+    with run_services(RunServices(memory=other)):
         assert await _reply(context, query, "other-run") == (
             "tool memory_append failed: memory belongs to another run; refused"
         )
-    finally:
-        current_run_memory.reset(token)
     assert (workspace / MEMORY_FILE).read_text() == "notes\n"
 
 
@@ -147,13 +142,14 @@ async def test_an_edit_over_64_kib_is_a_tool_error_and_changes_nothing(
     full = "x" * (PROMPT_LIMIT - 10) + "\n"
     (workspace / MEMORY_FILE).write_text(full)
     context = _memory_context(claimed, tmp_path / "work")
-    token = current_run_memory.set(
-        LeasedRunMemory(world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace)
-    )
-    try:
+    with run_services(
+        RunServices(
+            memory=LeasedRunMemory(
+                world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace
+            )
+        )
+    ):
         reply = await _reply(context, '/tool memory_append {"text": "0123456789"}', "big")
-    finally:
-        current_run_memory.reset(token)
     assert reply == (
         "tool memory_append failed: agents/MEMORY.md would be 65539 bytes;"
         " the limit is 65536 bytes (64 KiB)"

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 import pytest
 
+from tests.claims import run_claim
 from tests.fixtures.skills import SKILLS, skill_md
 from tests.integration.conftest import World
 from tests.integration.worker_harness import running_worker, wait_for_status, wait_until
@@ -18,7 +18,7 @@ from yuxi.agents.chatbot import ChatBotAgent
 from yuxi.agents.graph import build_system_prompt
 from yuxi.agents.subagent import SubAgent
 from yuxi.files.layout import user_workspace
-from yuxi.queue.runs import ExecutionInput
+from yuxi.queue.runs import RunClaim
 from yuxi.resources import DatabaseCatalog
 from yuxi.runtime.manifest import build_manifest
 from yuxi.runtime.prepare import prepare_agent_runtime_context
@@ -33,27 +33,14 @@ async def upload(world: World, *names: str) -> None:
             await add_shared_skill(conn, None, read_source(SKILLS / name))
 
 
-def run_input(world: World, context: dict[str, Any], **overrides: Any) -> ExecutionInput:
+def run_input(world: World, context: dict[str, Any], **overrides: Any) -> RunClaim:
     values: dict[str, Any] = {
-        "run_id": uuid4(),
-        "thread_id": uuid4(),
         "uid": world.alice,
-        "request_id": "r1",
-        "run_type": "chat",
-        "created_by_run_id": None,
-        "agent_slug": "chatbot",
-        "backend_id": "chatbot",
         "agent_config": {"context": context},
-        "agent_updated_at": None,
-        "project_id": None,
-        "workdir_path": None,
-        "input_text": "hi",
-        "input_payload": {"model_spec": "builtin:scripted", "tool_approval_mode": "auto"},
-        "identity_error": None,
         "visible_subagents": [],
     }
     values.update(overrides)
-    return ExecutionInput(**values)
+    return run_claim(**values)
 
 
 async def test_preparation_puts_the_index_and_preloads_in_the_prompt(

@@ -9,7 +9,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -24,6 +24,7 @@ from tests.integration.worker_harness import (
     wait_until,
 )
 from yuxi.queue.runs import run_request_cancel, run_resume
+from yuxi.resources import ListedCatalog, ResourceKind
 from yuxi.runtime.manifest import canonical_json, manifest_fingerprint
 from yuxi.runtime.state import read_thread_state
 
@@ -232,19 +233,16 @@ async def test_manifest_holds_no_prompt_text(world: World, db_url: str, tmp_path
     assert "HIDDEN-PROMPT-TEXT" not in canonical_json(manifest)
 
 
-class SlowCatalog:
+class SlowCatalog(ListedCatalog):
     """Resources that take a while to list: a cancel arrives during preparation."""
 
     def __init__(self) -> None:
         self.entered = asyncio.Event()
 
-    async def accessible(self, kind: str, uid: object) -> list[str]:
+    async def accessible(self, kind: ResourceKind, uid: UUID) -> list[str]:
         self.entered.set()
         await asyncio.sleep(30)
         return []
-
-    async def skill_dependencies(self, uid: object) -> dict[str, list[str]]:
-        return {}
 
 
 async def test_cancel_during_preparation_never_executes(
@@ -270,7 +268,7 @@ async def test_cancel_during_preparation_never_executes(
     assert await world.value("SELECT count(*) FROM yuxi.messages WHERE role = 'assistant'") == 0
 
 
-class GatedCatalog:
+class GatedCatalog(ListedCatalog):
     """Resources listed only once the test opens the gate: the test changes the world
     while the run is being prepared."""
 
@@ -278,13 +276,10 @@ class GatedCatalog:
         self.entered = asyncio.Event()
         self.gate = asyncio.Event()
 
-    async def accessible(self, kind: str, uid: object) -> list[str]:
+    async def accessible(self, kind: ResourceKind, uid: UUID) -> list[str]:
         self.entered.set()
         await self.gate.wait()
         return []
-
-    async def skill_dependencies(self, uid: object) -> dict[str, list[str]]:
-        return {}
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,8 @@ from langchain_core.messages import HumanMessage
 from langgraph.constants import TAG_NOSTREAM
 
 from yuxi.agents.models import ScriptedChatModel, load_chat_model
-from yuxi.agents.models.usage import MODEL_RELAY, current_text
+from yuxi.agents.models.usage import MODEL_RELAY
+from yuxi.agents.services import RunServices, run_services
 
 pytestmark = pytest.mark.asyncio
 
@@ -24,11 +25,8 @@ class Sink:
 async def call(model_spec: str = "builtin:scripted", **config: object) -> tuple[Sink, str, str]:
     model = load_chat_model(model_spec)
     sink = Sink()
-    token = current_text.set(sink)
-    try:
+    with run_services(RunServices(text=sink)):
         reply = await model.ainvoke([HumanMessage("hello there")], config=config)  # type: ignore[arg-type]
-    finally:
-        current_text.reset(token)
     return sink, str(reply.id), str(reply.content)
 
 
@@ -56,9 +54,6 @@ async def test_outside_a_run_nothing_is_sent_and_nothing_breaks() -> None:
 async def test_a_model_that_cannot_stream_sends_its_whole_text_at_the_end() -> None:
     model = ScriptedChatModel(disable_streaming=True, callbacks=[MODEL_RELAY])
     sink = Sink()
-    token = current_text.set(sink)
-    try:
+    with run_services(RunServices(text=sink)):
         reply = await model.ainvoke([HumanMessage("hello there")])
-    finally:
-        current_text.reset(token)
     assert sink.chunks == [(reply.id, "echo: hello there")]

@@ -10,51 +10,46 @@ from uuid import UUID, uuid4
 
 import pytest
 
+from tests.claims import run_claim
 from yuxi.agents.chatbot import ChatBotAgent, ChatBotContext
 from yuxi.agents.subagent import SubAgent, SubAgentContext
 from yuxi.files.layout import user_workspace
 from yuxi.files.workspace import ClientPaths, client_path
-from yuxi.queue.runs import ExecutionInput
-from yuxi.resources import narrow, narrow_subagents, skill_closure
+from yuxi.queue.runs import RunClaim
+from yuxi.resources import (
+    ListedCatalog,
+    ResourceKind,
+    narrow,
+    narrow_subagents,
+    skill_closure,
+)
 from yuxi.runtime.manifest import build_manifest, canonical_json, manifest_fingerprint
 from yuxi.runtime.prepare import prepare_agent_runtime_context
 
 
-class Catalog:
-    """An in-memory resource catalog: what each kind offers this user."""
+class Catalog(ListedCatalog):
+    """An in-memory resource catalog: what each kind (by its Context field) offers this
+    user."""
 
     def __init__(self, **kinds: list[str]) -> None:
         self.kinds = kinds
         self.deps: dict[str, list[str]] = {}
 
-    async def accessible(self, kind: str, uid: UUID) -> list[str]:
-        return list(self.kinds.get(kind, []))
+    async def accessible(self, kind: ResourceKind, uid: UUID) -> list[str]:
+        return list(self.kinds.get(kind.context_field, []))
 
     async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
         return self.deps
 
 
-def run_input(config: dict[str, Any], **overrides: Any) -> ExecutionInput:
+def run_input(config: dict[str, Any], **overrides: Any) -> RunClaim:
     values: dict[str, Any] = {
-        "run_id": uuid4(),
-        "thread_id": uuid4(),
         "uid": UUID(int=1),
-        "request_id": "r1",
-        "run_type": "chat",
-        "created_by_run_id": None,
-        "agent_slug": "chatbot",
-        "backend_id": "chatbot",
         "agent_config": {"context": config},
-        "agent_updated_at": None,
-        "project_id": None,
-        "workdir_path": None,
-        "input_text": "hi",
-        "input_payload": {"model_spec": "builtin:scripted", "tool_approval_mode": "auto"},
-        "identity_error": None,
         "visible_subagents": ["helper", "researcher"],
     }
     values.update(overrides)
-    return ExecutionInput(**values)
+    return run_claim(**values)
 
 
 CATALOG = Catalog(
@@ -123,12 +118,12 @@ async def test_only_configurable_fields_load_and_the_run_decides_model_and_ident
     assert (context.model, context.tool_approval_mode) == ("openai:resolved", "ask")
     assert (context.system_prompt, context.max_execution_steps) == ("Be brief.", 7)
     assert (context.uid, context.thread_id, context.run_id) == (
-        str(run.uid),
-        str(run.thread_id),
-        str(run.run_id),
+        str(run.run.uid),
+        str(run.run.thread_id),
+        str(run.run.run_id),
     )
     assert context.workdir == str(
-        user_workspace(tmp_path, str(run.uid)) / "threads" / str(run.thread_id)
+        user_workspace(tmp_path, str(run.run.uid)) / "threads" / str(run.run.thread_id)
     )
     project = run_input({}, workdir_path="/srv/projects/p1")
     prepared = await prepare_agent_runtime_context(
@@ -145,7 +140,7 @@ def _write(root: Path, name: str, content: bytes) -> None:
 
 async def test_workspace_prompts_are_appended_and_cut_at_64_kib(tmp_path: Path) -> None:
     run = run_input({})
-    workspace = user_workspace(tmp_path, str(run.uid))
+    workspace = user_workspace(tmp_path, str(run.run.uid))
     _write(workspace, "agents/AGENTS.md", b"Always answer in French.")
     _write(workspace, "agents/USER.md", b"x" * (64 * 1024 + 100))
     _write(workspace, "agents/MEMORY.md", b"my cat is Tom")
@@ -165,7 +160,7 @@ async def test_workspace_prompts_are_appended_and_cut_at_64_kib(tmp_path: Path) 
 
 async def test_memory_is_read_only_when_enabled(tmp_path: Path) -> None:
     run = run_input({"enable_memory": True})
-    _write(user_workspace(tmp_path, str(run.uid)), "agents/MEMORY.md", b"my cat is Tom")
+    _write(user_workspace(tmp_path, str(run.run.uid)), "agents/MEMORY.md", b"my cat is Tom")
     prepared = await prepare_agent_runtime_context(
         ChatBotAgent(), run, catalog=CATALOG, home=tmp_path
     )
@@ -180,7 +175,7 @@ async def test_a_subagent_run_never_reads_the_users_memory(
     tmp_path: Path, agent: ChatBotAgent | SubAgent, run_type: str
 ) -> None:
     run = run_input({"enable_memory": True}, run_type=run_type, backend_id=agent.backend_id)
-    _write(user_workspace(tmp_path, str(run.uid)), "agents/MEMORY.md", b"my cat is Tom")
+    _write(user_workspace(tmp_path, str(run.run.uid)), "agents/MEMORY.md", b"my cat is Tom")
     prepared = await prepare_agent_runtime_context(agent, run, catalog=CATALOG, home=tmp_path)
     assert prepared.context.enable_memory
     assert prepared.context.memory == ""
@@ -188,7 +183,7 @@ async def test_a_subagent_run_never_reads_the_users_memory(
 
 async def test_missing_unreadable_and_symlinked_files_never_block(tmp_path: Path) -> None:
     run = run_input({})
-    workspace = user_workspace(tmp_path, str(run.uid))
+    workspace = user_workspace(tmp_path, str(run.run.uid))
     (workspace / "agents").mkdir(parents=True)
     outside = tmp_path / "outside.md"
     outside.write_text("secret from outside")
@@ -204,12 +199,14 @@ async def test_missing_unreadable_and_symlinked_files_never_block(tmp_path: Path
 async def test_manifest_is_stable_and_holds_no_prompt_text(tmp_path: Path) -> None:
     config = {"system_prompt": "TOP-SECRET-PROMPT", "tools": ["calculator"]}
     run = run_input(config)
-    _write(user_workspace(tmp_path, str(run.uid)), "agents/AGENTS.md", b"PRIVATE-WORKSPACE-TEXT")
+    _write(
+        user_workspace(tmp_path, str(run.run.uid)), "agents/AGENTS.md", b"PRIVATE-WORKSPACE-TEXT"
+    )
     first = await prepare_agent_runtime_context(ChatBotAgent(), run, catalog=CATALOG, home=tmp_path)
     manifest = build_manifest(first, run)
     text = canonical_json(manifest)
     assert "TOP-SECRET-PROMPT" not in text and "PRIVATE-WORKSPACE-TEXT" not in text
-    assert str(run.uid) not in text and str(run.thread_id) not in text
+    assert str(run.run.uid) not in text and str(run.run.thread_id) not in text
     assert manifest["version"] == 2
     assert manifest["resources"]["tools"] == ["calculator"]
     assert list(manifest["preloaded"]) == ["agents/AGENTS.md"]
@@ -220,13 +217,13 @@ async def test_manifest_is_stable_and_holds_no_prompt_text(tmp_path: Path) -> No
 
     # a configuration change, or a workspace prompt change, changes it
     changed = run_input(
-        {**config, "system_prompt": "other"}, run_id=run.run_id, thread_id=run.thread_id
+        {**config, "system_prompt": "other"}, run_id=run.run.run_id, thread_id=run.run.thread_id
     )
     other = await prepare_agent_runtime_context(
         ChatBotAgent(), changed, catalog=CATALOG, home=tmp_path
     )
     assert manifest_fingerprint(build_manifest(other, changed)) != manifest_fingerprint(manifest)
-    _write(user_workspace(tmp_path, str(run.uid)), "agents/AGENTS.md", b"edited")
+    _write(user_workspace(tmp_path, str(run.run.uid)), "agents/AGENTS.md", b"edited")
     edited = await prepare_agent_runtime_context(
         ChatBotAgent(), run, catalog=CATALOG, home=tmp_path
     )
@@ -281,12 +278,12 @@ async def test_a_child_run_uses_the_conversations_files_and_its_own_thread(
     prepared = await prepare_agent_runtime_context(SubAgent(), run, catalog=CATALOG, home=tmp_path)
     context = prepared.context
     assert isinstance(context, SubAgentContext)
-    assert context.parent_thread_id == str(run.thread_id)
-    assert context.file_thread_id == str(run.thread_id)
-    assert context.skills_thread_id == str(run.run_id)  # its own checkpoint thread
+    assert context.parent_thread_id == str(run.run.thread_id)
+    assert context.file_thread_id == str(run.run.thread_id)
+    assert context.skills_thread_id == str(run.run.run_id)  # its own checkpoint thread
     assert context.is_subagent_runtime is True
     # the conversation's workdir, the same as its parent's
-    parent = run_input({}, run_id=uuid4(), thread_id=run.thread_id)
+    parent = run_input({}, run_id=uuid4(), thread_id=run.run.thread_id)
     parent_context = (
         await prepare_agent_runtime_context(ChatBotAgent(), parent, catalog=CATALOG, home=tmp_path)
     ).context

@@ -19,7 +19,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 ToolApprovalMode = Literal["auto", "ask"]
 TOOL_APPROVAL_MODES: tuple[ToolApprovalMode, ...] = ("auto", "ask")
@@ -50,6 +50,20 @@ def _meta(
 
 def _runtime(description: str) -> dict[str, Any]:
     return _meta(description, description, kind="runtime", configurable=False, hide=True)
+
+
+@dataclass
+class Resolved:
+    """What preparing a run resolved of the resources its agent selected (the kinds of
+    yuxi/resources.py); the worker fills it, the graph and the manifest read it."""
+
+    # the knowledge bases the run may search: [{id, name, slug}]
+    knowledge_bases: list[dict[str, Any]] = field(default_factory=list)
+    # the MCP servers the run connects to: [{id, slug, name, transport, version}], no
+    # secrets (the narrowed ``mcps``; skills that depend on a server add it)
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    # the tools of those servers, bound by the worker once connected
+    mcp_tools: list[Any] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
@@ -161,9 +175,12 @@ class BaseContext:
     registered_model: Any = field(
         default=None, repr=False, metadata=_runtime("The registry model the run uses")
     )
-    # the knowledge bases this run may search, [{id, name, slug}] (seed 001's name)
-    _visible_knowledge_bases: list[dict[str, Any]] = field(
-        default_factory=list, metadata=_runtime("Knowledge bases the run may search")
+    # a subagent's run (a child run, or any run of a subagent agent): no memory, no
+    # delegation. Set once by the worker; ask ``yuxi.agents.memory.is_subagent_context``
+    is_subagent_runtime: bool = field(default=False, metadata=_runtime("Marks a subagent run"))
+    # what preparation resolved of the selected resources (yuxi/resources.py)
+    resolved: Resolved = field(
+        default_factory=lambda: Resolved(), repr=False, metadata=_runtime("Resolved resources")
     )
 
     # skills (yuxi/skills/run.py): slug → directory of its files (read-only under
@@ -179,17 +196,11 @@ class BaseContext:
     _skill_mounts: dict[str, dict[str, list[str]]] = field(
         default_factory=dict, metadata=_runtime("Tools and MCP servers a skill brings")
     )
-    # the MCP servers this run connects to, [{id, slug, name, transport, version}] (no
-    # secrets): the narrowed ``mcps``; skills that depend on a server add it here
-    _visible_mcp_servers: list[dict[str, Any]] = field(
-        default_factory=list, metadata=_runtime("MCP servers the run connects to")
-    )
-    # the tools of those servers, bound by the worker once connected (per run)
-    _mcp_tools: list[Any] = field(
-        default_factory=list, repr=False, metadata=_runtime("Tools of the run's MCP servers")
-    )
 
-    RESOURCE_FIELDS: ClassVar[tuple[str, ...]] = ("tools", "knowledges", "mcps", "skills")
+    @property
+    def _visible_knowledge_bases(self) -> list[dict[str, Any]]:
+        """Seed 001's name for the knowledge bases this run may search."""
+        return self.resolved.knowledge_bases
 
     @classmethod
     def configurable_fields(cls) -> list[dataclasses.Field[Any]]:

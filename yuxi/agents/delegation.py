@@ -4,30 +4,18 @@ The tool is mounted on an agent whose prepared ``subagents`` list is not empty. 
 starts a child run of the named subagent (``yuxi.run_create_subagent``: run_type
 ``subagent``, created by the calling run, its own checkpoint thread, the conversation's
 files) and waits for it; the child's final answer is the tool's result. How the child
-is executed is the worker's business: it sets ``current_delegate`` around the graph it
-streams, and the tool calls it. Without one (a graph run outside a worker) the tool says
-so instead of starting anything.
+is executed is the worker's business: it lends the run a ``delegate``
+(``yuxi.agents.services``) around the graph it streams, and the tool calls it. Without
+one (a graph run outside a worker) the tool says so instead of starting anything.
 """
 
 from __future__ import annotations
-
-from contextvars import ContextVar
-from typing import Protocol
 
 from langchain.tools import ToolRuntime
 from langchain_core.tools import tool
 
 from yuxi.agents.context import BaseContext
-
-
-class Delegate(Protocol):
-    async def run_subagent(self, slug: str, task: str) -> str:
-        """Runs subagent ``slug`` on ``task`` as a child run; returns what it answered,
-        or a one-line account of why it did not."""
-        ...
-
-
-current_delegate: ContextVar[Delegate | None] = ContextVar("yuxi_delegate", default=None)
+from yuxi.agents.services import services
 
 
 def allowed_subagents(context: object) -> list[str]:
@@ -46,7 +34,7 @@ async def task(runtime: ToolRuntime[BaseContext], subagent: str, description: st
     allowed = allowed_subagents(runtime.context)
     if subagent not in allowed:
         return f"subagent {subagent} is not available (available: {', '.join(allowed) or 'none'})"
-    delegate = current_delegate.get()
+    delegate = services().delegate
     if delegate is None:
         return "subagents cannot run outside a yuxi worker"
     return await delegate.run_subagent(subagent, description)

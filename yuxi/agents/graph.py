@@ -24,7 +24,7 @@ from yuxi.agents.context import BaseContext
 from yuxi.agents.delegation import allowed_subagents, task
 from yuxi.agents.memory import is_subagent_context, memory_tools_mounted
 from yuxi.agents.models import RegisteredModel, load_chat_model
-from yuxi.agents.models.usage import current_call_gate
+from yuxi.agents.services import services
 from yuxi.agents.todos import TodoList
 from yuxi.agents.tools import ASK_USER_TOOL, BUILTIN_TOOLS
 from yuxi.agents.tools.knowledge import search_knowledge, visible_knowledge_bases
@@ -100,7 +100,7 @@ async def _before_model_call(
     request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]]
 ) -> ModelResponse:
     # the run's budget may refuse the call (it raises)
-    gate = current_call_gate.get()
+    gate = services().call_gate
     if gate is not None:
         await gate.before_model_call()
     # create_agent lists middleware tools first; a stable sort puts them last
@@ -147,7 +147,7 @@ def build_agent_graph(
         _model_identity(context),
         id(checkpointer),
     )
-    mcp_tools = tuple(getattr(context, "_mcp_tools", None) or ())
+    mcp_tools = tuple(context.resolved.mcp_tools)
     if mcp_tools:
         # bound to this run's MCP connections: compiled for the run, never shared
         return _compile(

@@ -4,8 +4,8 @@ through limited tools, kept up to date by it.
 The tools (``yuxi.agents.tools.memory``) are mounted only when ``memory_tools_mounted``
 holds: the run's Context has ``enable_memory``, the file had text when the run was
 prepared, and the run is not a subagent's. Every call works through the run's
-``RunMemory``, which the worker sets in ``current_run_memory`` around the graph it
-streams (like ``current_delegate``): it knows the run's user, run id and lease, checks
+``RunMemory``, which the worker lends the run (``yuxi.agents.services``) around the
+graph it streams: it knows the run's user, run id and lease, checks
 the lease in the database and reads and writes the file. Without one (a graph run
 outside a worker) the tools refuse.
 
@@ -16,49 +16,16 @@ the worker.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from contextvars import ContextVar
-from typing import Protocol
 
 
 class MemoryRefused(Exception):
     """A memory call that cannot go ahead; the message says why, for the model."""
 
 
-class RunMemory(Protocol):
-    """The worker's side of the memory tools for one run."""
-
-    @property
-    def run_id(self) -> str:
-        """The run the worker executes."""
-        ...
-
-    @property
-    def uid(self) -> str:
-        """The run's user, whose workspace holds the file."""
-        ...
-
-    async def check_lease(self) -> None:
-        """Raises ``MemoryRefused`` unless the run (of this user) still holds its lease."""
-        ...
-
-    async def read(self) -> str:
-        """The file's text as the agent may see it (at most 64 KiB, without HTML comments);
-        ``MemoryRefused`` when it is missing, a symlink or unreadable."""
-        ...
-
-    async def edit(self, change: Callable[[str], str]) -> int:
-        """Replaces the file's text with ``change(text)`` atomically; the new size in
-        bytes. ``MemoryRefused`` (nothing changed) for a missing or unusable file or a
-        result over the size limit."""
-        ...
-
-
-current_run_memory: ContextVar[RunMemory | None] = ContextVar("yuxi_run_memory", default=None)
-
-
 def is_subagent_context(context: object) -> bool:
-    """Whether ``context`` is a subagent run's (``SubAgentContext``)."""
+    """Whether ``context`` is a subagent's run (a child run, or a run of a subagent
+    agent): the one way agents ask it. The worker answers it once, when it prepares
+    the Context (``is_subagent_runtime``)."""
     return bool(getattr(context, "is_subagent_runtime", False))
 
 

@@ -3,12 +3,17 @@
 A restart, a failover, ``pg_terminate_backend`` or a network cut show up as a handful
 of errors (a connection that fails or breaks, a server shutting down, a pool with no
 connection to give); every loop that reconnects uses ``is_connection_error`` to tell
-them from the errors of a statement, and ``Backoff`` to space its attempts.
+them from the errors of a statement, and ``Backoff`` to space its attempts;
+``until_reachable`` is that loop for one call.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import psycopg
 import psycopg_pool
@@ -16,6 +21,8 @@ import psycopg_pool
 # admin_shutdown, crash_shutdown, cannot_connect_now: the server is going down or is
 # not up yet; class 08 is connection exceptions
 _SHUTDOWN_STATES = frozenset({"57P01", "57P02", "57P03"})
+
+T = TypeVar("T")
 
 
 def is_connection_error(error: BaseException) -> bool:
@@ -70,3 +77,31 @@ class Backoff:
     def reset(self) -> None:
         """After a success: the next failure waits ``first`` again."""
         self.failures = 0
+
+
+async def until_reachable(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    log: logging.Logger,
+    what: str,
+    backoff: Backoff | None = None,
+) -> T:
+    """``await attempt()`` until it returns or raises anything but a lost connection,
+    waiting with ``backoff`` between tries. The first outage is logged once, as "cannot
+    reach the database to ``what``", and a success after one is logged too. Pass your
+    own ``backoff`` to learn afterwards whether any try failed (``backoff.failures``):
+    a write whose reply was lost may have been made."""
+    backoff = backoff or Backoff()
+    while True:
+        try:
+            result = await attempt()
+        except Exception as error:
+            if not is_connection_error(error):
+                raise
+            if backoff.failures == 0:
+                log.warning("cannot reach the database to %s (%s); retrying", what, describe(error))
+            await asyncio.sleep(backoff.next())
+            continue
+        if backoff.failures:
+            log.info("reached the database again to %s", what)
+        return result

@@ -16,36 +16,7 @@ from yuxi.queue.callers import Bearer
 from yuxi.queue.calls import call_many, call_one, call_scalar, encode_json
 from yuxi.queue.events import RunEvent, notify_run_events
 from yuxi.queue.requests import RequestInfo
-
-
-class ExecutionInput(msgspec.Struct, frozen=True):
-    """A row of ``yuxi.run_execution_input``: the run, its conversation, agent, project."""
-
-    run_id: UUID
-    thread_id: UUID
-    uid: UUID
-    request_id: str
-    run_type: str
-    created_by_run_id: UUID | None
-    agent_slug: str
-    backend_id: str | None
-    agent_config: dict[str, Any] | None
-    agent_updated_at: datetime | None
-    project_id: UUID | None
-    workdir_path: str | None
-    input_text: str | None
-    input_payload: dict[str, Any]
-    identity_error: str | None
-    visible_subagents: list[str]  # a chatbot's `subagents` when unset or empty
-    # the thread's files under uploads/: [{id, filename, path, bytes, media_type}]
-    attachments: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    # the registry row of input_payload's model_spec (no key), and its sealed key
-    model: dict[str, Any] | None = None
-    model_key_sealed: bytes | None = None
-    # ids of the attachments the input message refers to (yuxi.message_refer_attachments)
-    input_attachments: list[str] | None = None
-    # what the user may use (yuxi.run_catalog): {knowledge_bases, skills}
-    catalog: dict[str, Any] | None = None
+from yuxi.queue.statuses import RunType
 
 
 class ClaimedRun(msgspec.Struct, frozen=True):
@@ -150,10 +121,97 @@ async def run_claim(
     )
 
 
-class ClaimedExecution(ClaimedRun, frozen=True):
-    """A row of ``yuxi.run_claim_execution``: a ClaimedRun, the rest of an
-    ExecutionInput's columns, and the run's credit freeze (``credit_hold``: what it holds,
-    None when no budget applies; ``credit_error``: why the balance could not cover it)."""
+class RunLease(msgspec.Struct, frozen=True):
+    """The attempt a worker holds: what every lease-checked call of it sends."""
+
+    run_id: UUID
+    token: UUID
+    expires_at: datetime
+    attempt_no: int
+    started_at: datetime
+
+
+class RunIdentity(msgspec.Struct, frozen=True):
+    """Whose run it is, in which conversation, and of what kind. ``identity_error``: why
+    the run may not execute (the conversation was deleted, rebound, or is another
+    user's), read with the claim."""
+
+    run_id: UUID
+    thread_id: UUID
+    uid: UUID
+    request_id: str
+    run_type: str
+    created_by_run_id: UUID | None
+    agent_slug: str
+    input_message_id: int | None
+    identity_error: str | None
+
+    @property
+    def is_subagent(self) -> bool:
+        """Whether this is a child run started by a parent's ``task`` tool: the one
+        question of "is this a subagent run", asked of the run, never of its Context."""
+        return self.run_type == RunType.SUBAGENT
+
+
+class RunInput(msgspec.Struct, frozen=True):
+    """What the run was asked: the input message's text, the request's payload
+    (``model_spec``, ``tool_approval_mode``, a resume's ``resume``, a child's ``task``),
+    the thread's attachments ``[{id, filename, path, bytes, media_type}]`` and the ids of
+    those the input message refers to."""
+
+    text: str | None
+    payload: dict[str, Any]
+    attachments: list[dict[str, Any]]
+    referred: list[str] | None
+
+
+class RunAgent(msgspec.Struct, frozen=True):
+    """The agent as the claim read it, and the conversation's project."""
+
+    backend_id: str | None
+    config: dict[str, Any] | None
+    updated_at: datetime | None
+    project_id: UUID | None
+    workdir_path: str | None
+    # a chatbot's `subagents` when unset or empty
+    visible_subagents: list[str]
+
+
+class RunModel(msgspec.Struct, frozen=True):
+    """The registry row of the payload's ``model_spec`` (no key) and its sealed key;
+    both None for a model the registry does not know."""
+
+    row: dict[str, Any] | None
+    key_sealed: bytes | None
+
+
+class RunCredit(msgspec.Struct, frozen=True):
+    """The run's credit freeze: what it holds (None when no budget applies), or why the
+    balance could not cover its first model call."""
+
+    hold: Decimal | None
+    error: str | None
+
+
+class RunClaim(msgspec.Struct, frozen=True):
+    """What ``yuxi.run_claim_execution`` returns, grouped: the lease, the run's identity,
+    its input, agent, model, what the user may use (``yuxi.run_catalog``:
+    ``{knowledge_bases, skills, mcp_servers}``) and its credit freeze."""
+
+    lease: RunLease
+    run: RunIdentity
+    input: RunInput
+    agent: RunAgent
+    model: RunModel
+    catalog: dict[str, Any] | None
+    credit: RunCredit
+    # the manifest an earlier attempt committed (a retry must derive the same)
+    manifest_fingerprint: str | None = None
+
+
+class RunClaimRow(ClaimedRun, frozen=True):
+    """A row of ``yuxi.run_claim_execution`` as it comes: a ClaimedRun and the rest of
+    its columns; ``grouped()`` is the RunClaim the executor reads."""
 
     backend_id: str | None
     agent_config: dict[str, Any] | None
@@ -171,8 +229,42 @@ class ClaimedExecution(ClaimedRun, frozen=True):
     credit_hold: Decimal | None
     credit_error: str | None
 
-
-_INPUT_FIELDS = ExecutionInput.__struct_fields__
+    def grouped(self) -> RunClaim:
+        return RunClaim(
+            lease=RunLease(
+                self.run_id,
+                self.lease_token,
+                self.lease_expires_at,
+                self.attempt_no,
+                self.started_at,
+            ),
+            run=RunIdentity(
+                self.run_id,
+                self.thread_id,
+                self.uid,
+                self.request_id,
+                self.run_type,
+                self.created_by_run_id,
+                self.agent_slug,
+                self.input_message_id,
+                self.identity_error,
+            ),
+            input=RunInput(
+                self.input_text, self.input_payload, self.attachments, self.input_attachments
+            ),
+            agent=RunAgent(
+                self.backend_id,
+                self.agent_config,
+                self.agent_updated_at,
+                self.project_id,
+                self.workdir_path,
+                self.visible_subagents,
+            ),
+            model=RunModel(self.model, self.model_key_sealed),
+            catalog=self.catalog,
+            credit=RunCredit(self.credit_hold, self.credit_error),
+            manifest_fingerprint=self.manifest_fingerprint,
+        )
 
 
 async def run_claim_execution(
@@ -182,17 +274,17 @@ async def run_claim_execution(
     worker: str,
     lease_seconds: float,
     now: datetime | None = None,
-) -> tuple[ClaimedExecution, ExecutionInput]:
-    """The executor's claim: ``run_claim`` and ``run_execution_input`` in one call (its
-    commit does not wait for the WAL flush; see sql/schema/08_runs.sql)."""
+) -> RunClaim:
+    """The executor's claim: ``run_claim`` and what the run needs to execute, in one call
+    (its commit does not wait for the WAL flush; see sql/schema/08_runs.sql)."""
     row = await call_one(
         conn,
-        ClaimedExecution,
+        RunClaimRow,
         "yuxi.run_claim_execution(p_run_id => %(run_id)s, p_worker => %(worker)s,"
         " p_lease_seconds => %(lease_seconds)s, p_now => %(now)s)",
         {"run_id": run_id, "worker": worker, "lease_seconds": lease_seconds, "now": now},
     )
-    return row, ExecutionInput(**{name: getattr(row, name) for name in _INPUT_FIELDS})
+    return row.grouped()
 
 
 async def run_renew_lease(
@@ -210,6 +302,23 @@ async def run_renew_lease(
         "yuxi.run_renew_lease(p_run_id => %(run_id)s, p_token => %(token)s,"
         " p_lease_seconds => %(lease_seconds)s, p_now => %(now)s)",
         {"run_id": run_id, "token": token, "lease_seconds": lease_seconds, "now": now},
+    )
+
+
+async def run_check_lease(
+    conn: AsyncConnection[Any],
+    run_id: UUID,
+    token: UUID,
+    *,
+    uid: UUID,
+    now: datetime | None = None,
+) -> None:
+    """Raises ``LeaseLost`` unless ``token`` holds an unexpired lease on the run of ``uid``."""
+    await call_scalar(
+        conn,
+        "SELECT yuxi.run_check_lease(p_run_id => %(run_id)s, p_token => %(token)s,"
+        " p_uid => %(uid)s, p_now => %(now)s)",
+        {"run_id": run_id, "token": token, "uid": uid, "now": now},
     )
 
 
@@ -451,13 +560,6 @@ async def run_catalog(conn: AsyncConnection[Any], uid: UUID) -> dict[str, Any]:
         conn, "SELECT yuxi.run_catalog(%(uid)s)", {"uid": uid}
     )
     return catalog
-
-
-async def run_execution_input(conn: AsyncConnection[Any], run_id: UUID) -> ExecutionInput:
-    """What a claimed run needs to execute, read in one call."""
-    return await call_one(
-        conn, ExecutionInput, "yuxi.run_execution_input(p_run_id => %(run_id)s)", {"run_id": run_id}
-    )
 
 
 async def run_retry(

@@ -27,6 +27,14 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class RunType(StrEnum):
+    """``yuxi.agent_runs.run_type``."""
+
+    CHAT = "chat"
+    RESUME = "resume"
+    SUBAGENT = "subagent"
+
+
 class RequestStatus(StrEnum):
     """``yuxi.agent_run_requests.status``; only ``queued`` ever changes."""
 

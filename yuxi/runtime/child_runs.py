@@ -20,7 +20,7 @@ from uuid import UUID
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.queue.errors import QueueError
-from yuxi.queue.runs import ClaimedRun, run_create_subagent, run_get, run_result
+from yuxi.queue.runs import RunLease, run_create_subagent, run_get, run_result
 from yuxi.queue.statuses import ENDED_RUN_STATUSES, RunStatus
 
 POLL_SECONDS = 0.2
@@ -43,7 +43,7 @@ class Executor(Protocol):
 class ChildRuns:
     """The ``Delegate`` of one parent run: starts and executes its child runs."""
 
-    def __init__(self, executor: Executor, parent: ClaimedRun, uid: UUID) -> None:
+    def __init__(self, executor: Executor, parent: RunLease, uid: UUID) -> None:
         self._executor = executor
         self._parent = parent
         self._uid = uid
@@ -57,7 +57,7 @@ class ChildRuns:
                 child = await run_create_subagent(
                     conn,
                     self._parent.run_id,
-                    self._parent.lease_token,
+                    self._parent.token,
                     agent_slug=slug,
                     run_input={"task": task},
                 )

@@ -12,7 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.queue.errors import LeaseLost
 from yuxi.queue.events import RunEvent, notify_run_events, run_append_batch
-from yuxi.queue.runs import ClaimedRun
+from yuxi.queue.runs import RunLease
 from yuxi.runtime.graph_io import text_of, tool_calls_of
 
 log = logging.getLogger("yuxi.runtime")
@@ -30,9 +30,9 @@ class EventWriter:
     skips it if it was stored, so an event is never written twice. While the database
     is unreachable the writer keeps trying with a back-off."""
 
-    def __init__(self, pool: AsyncConnectionPool[Any], claimed: ClaimedRun, flush_seconds: float):
+    def __init__(self, pool: AsyncConnectionPool[Any], lease: RunLease, flush_seconds: float):
         self._pool = pool
-        self._claimed = claimed
+        self._lease = lease
         self._flush_seconds = flush_seconds
         self._pending: list[RunEvent] = []
         self._chunks: list[dict[str, Any]] = []
@@ -145,11 +145,11 @@ class EventWriter:
             return  # the run's executor finds out on its next renewal or its finish
         except Exception as error:
             if not is_connection_error(error):
-                log.exception("run %s: appending events failed", self._claimed.run_id)
+                log.exception("run %s: appending events failed", self._lease.run_id)
             elif self._backoff.failures == 0:
                 log.warning(
                     "run %s: appending events failed (%s); they are sent again",
-                    self._claimed.run_id,
+                    self._lease.run_id,
                     describe(error),
                 )
             self._timer = None
@@ -176,7 +176,7 @@ class EventWriter:
             elif self._unannounced is not None:
                 async with self._pool.connection() as conn:
                     await notify_run_events(
-                        conn, self._claimed.run_id, self._unannounced, self._unannounced_from
+                        conn, self._lease.run_id, self._unannounced, self._unannounced_from
                     )
                 self._unannounced = self._unannounced_from = None
 
@@ -188,8 +188,8 @@ class EventWriter:
         async with self._pool.connection() as conn:
             await run_append_batch(
                 conn,
-                self._claimed.run_id,
-                self._claimed.lease_token,
+                self._lease.run_id,
+                self._lease.token,
                 number,
                 batch,
                 notify_after_commit=True,

@@ -15,31 +15,32 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, Interrupt
 
 from yuxi.agents.context import BaseContext
-from yuxi.queue.runs import ClaimedRun, ExecutionInput, OutputMessage
+from yuxi.queue.runs import OutputMessage, RunClaim
+from yuxi.queue.statuses import RunType
 
 
 async def graph_input(
     graph: Any,
     config: RunnableConfig,
-    run: ExecutionInput,
-    attempt_no: int,
+    claim: RunClaim,
     images: list[dict[str, Any]] | None = None,
 ) -> Any:
     """What to stream: the run's input, or nothing when an earlier attempt of this run
     already checkpointed it and left work pending (the retry continues from there).
     ``images``: content blocks sent with the input text (a model with vision)."""
-    retry = attempt_no > 1
-    state = await graph.aget_state(config) if retry or run.run_type == "resume" else None
-    if run.run_type == "resume":
+    run, payload = claim.run, claim.input.payload
+    retry = claim.lease.attempt_no > 1
+    state = await graph.aget_state(config) if retry or run.run_type == RunType.RESUME else None
+    if run.run_type == RunType.RESUME:
         assert state is not None
         if retry and state.next and not state.interrupts:
             return None  # the earlier attempt already answered the interrupt
-        return Command(resume=resume_value(run.input_payload.get("resume"), state.interrupts))
-    if run.run_type == "subagent":
-        task = run.input_payload.get("task")
-        text = task if isinstance(task, str) else json.dumps(run.input_payload, sort_keys=True)
+        return Command(resume=resume_value(payload.get("resume"), state.interrupts))
+    if run.is_subagent:
+        task = payload.get("task")
+        text = task if isinstance(task, str) else json.dumps(payload, sort_keys=True)
     else:
-        text = run.input_text or ""
+        text = claim.input.text or ""
     # a stable id: a re-sent input replaces itself instead of appearing twice
     message_id = f"yuxi-input-{run.run_id}"
     if state is not None and state.next:
@@ -123,15 +124,13 @@ def text_of(message: BaseMessage) -> str:
     return str(message.text)
 
 
-def metadata_payload(
-    claimed: ClaimedRun, context: BaseContext, workdir: str | None
-) -> dict[str, Any]:
+def metadata_payload(claim: RunClaim, context: BaseContext, workdir: str | None) -> dict[str, Any]:
     """The ``metadata`` event of one attempt. ``workdir`` is the client's form of the
     Context's workdir (relative to the user's workspace), never the host path."""
     return {
-        "run_id": str(claimed.run_id),
-        "thread_id": str(claimed.thread_id),
-        "attempt": claimed.attempt_no,
+        "run_id": str(claim.run.run_id),
+        "thread_id": str(claim.run.thread_id),
+        "attempt": claim.lease.attempt_no,
         "model": context.model,
         "tool_approval_mode": context.tool_approval_mode,
         "workdir": workdir,

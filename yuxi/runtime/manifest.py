@@ -12,7 +12,8 @@ import hashlib
 import json
 from typing import Any
 
-from yuxi.queue.runs import ExecutionInput
+from yuxi.queue.runs import RunClaim
+from yuxi.resources import RESOURCE_KINDS, manifest_entries
 from yuxi.runtime.prepare import PreparedContext
 
 MANIFEST_VERSION = 2
@@ -27,17 +28,21 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def build_manifest(prepared: PreparedContext, run: ExecutionInput) -> dict[str, Any]:
+def build_manifest(prepared: PreparedContext, claim: RunClaim) -> dict[str, Any]:
     context = prepared.context
     configurable = context.configurable_values()
-    resources = {kind: list(getattr(context, kind) or []) for kind in context.RESOURCE_FIELDS}
+    # each kind's narrowed selection, under the Context field's name (the seed's)
+    resources = {
+        kind.context_field: list(getattr(context, kind.context_field) or [])
+        for kind in RESOURCE_KINDS
+    }
     subagents = getattr(context, "subagents", None)
     if subagents is not None:
         resources["subagents"] = list(subagents)
     return {
         "version": MANIFEST_VERSION,
-        "agent": {"slug": run.agent_slug, "backend_id": run.backend_id},
-        "run_type": run.run_type,
+        "agent": {"slug": claim.run.agent_slug, "backend_id": claim.agent.backend_id},
+        "run_type": claim.run.run_type,
         "model": context.model,
         # the registry's model (flags, parameters, its version; never the key): a model
         # changed between two attempts gives another manifest (manifest_conflict)
@@ -49,16 +54,13 @@ def build_manifest(prepared: PreparedContext, run: ExecutionInput) -> dict[str, 
             )
         ),
         "resources": resources,
-        # ids and names of the knowledge bases the run may search, never their content
-        "knowledge_bases": [
-            {"id": kb["id"], "name": kb["name"]}
-            for kb in getattr(context, "_visible_knowledge_bases", None) or []
-        ],
+        # ids and names of the knowledge bases the run may search, never their content;
         # the MCP servers the run connects to and their versions, never headers or env
-        "mcp_servers": [
-            {"slug": s["slug"], "id": s["id"], "transport": s["transport"], "version": s["version"]}
-            for s in getattr(context, "_visible_mcp_servers", None) or []
-        ],
+        **{
+            kind.name: manifest_entries(kind, getattr(context.resolved, kind.resolved_field))
+            for kind in RESOURCE_KINDS
+            if kind.resolved_field is not None
+        },
         # each skill's source (shared, personal), version and the sha256 of its files:
         # a skill changed between two attempts gives another manifest (manifest_conflict)
         "skills": prepared.skills.manifest_entries() if prepared.skills else [],

@@ -11,7 +11,6 @@ from pydantic import SecretStr
 
 from yuxi.agents.base import BaseAgent
 from yuxi.agents.context import BaseContext
-from yuxi.agents.memory import is_subagent_context
 from yuxi.agents.models import Capabilities, ModelSpecError, RegisteredModel
 from yuxi.agents.subagent import SubAgentContext
 from yuxi.files.layout import conversation_workdir, user_workspace
@@ -25,14 +24,14 @@ from yuxi.files.workspace import (
 )
 from yuxi.models.registry import model_context
 from yuxi.models.secret_box import SecretBox
-from yuxi.queue.runs import ExecutionInput
+from yuxi.queue.runs import RunClaim
 from yuxi.resources import (
     RESOURCE_KINDS,
+    SKILLS,
     ResourceCatalog,
     narrow,
     narrow_subagents,
-    visible_knowledge_bases,
-    visible_mcp_servers,
+    resolve,
 )
 from yuxi.skills.resolve import RunSkills, SkillRecord, scan_skills
 from yuxi.skills.run import prepare_run_skills, shared_skills, skills_wanted
@@ -49,22 +48,23 @@ class PreparedContext:
 
 
 async def prepare_agent_runtime_context(
-    agent: BaseAgent, run: ExecutionInput, *, catalog: ResourceCatalog, home: Path
+    agent: BaseAgent, claim: RunClaim, *, catalog: ResourceCatalog, home: Path
 ) -> PreparedContext:
     """Merges the agent's configurable fields, the run's model and approval mode, the run's
     identity and workdir, the user's workspace prompts, and the resources the user may use
     (narrowed per the resource rules). A child run (run_type ``subagent``) uses the
     conversation's files, its own checkpoint thread, and never the user's memory."""
+    run = claim.run
     context = agent.context_schema()
-    stored = (run.agent_config or {}).get("context") or {}
+    stored = (claim.agent.config or {}).get("context") or {}
     ignored = context.update_from_dict(stored if isinstance(stored, dict) else {})
 
-    payload = run.input_payload
+    payload = claim.input.payload
     context.model = str(payload.get("model_spec") or context.model)
-    context.registered_model = registered_model(run, home)
+    context.registered_model = registered_model(claim, home)
     context.attachments = [
         {"path": a.get("path"), "media_type": a.get("media_type"), "bytes": a.get("bytes")}
-        for a in run.attachments
+        for a in claim.input.attachments
     ]
     # the one place the approval mode is read from the run's input; the rest of the
     # runtime reads the prepared Context
@@ -72,22 +72,25 @@ async def prepare_agent_runtime_context(
     context.uid = str(run.uid)
     context.thread_id = str(run.thread_id)
     context.run_id = str(run.run_id)
-    context.workdir = str(conversation_workdir(home, run.uid, run.thread_id, run.workdir_path))
+    context.workdir = str(
+        conversation_workdir(home, run.uid, run.thread_id, claim.agent.workdir_path)
+    )
+    # the one answer to "is this a subagent's run": a child run, or a subagent agent's
+    context.is_subagent_runtime = context.is_subagent_runtime or run.is_subagent
     if isinstance(context, SubAgentContext):
-        _scope_subagent(context, run)
+        _scope_subagent(context, claim)
 
     selected_skills = context.skills
     for kind in RESOURCE_KINDS:
-        if kind == "skills":
+        if kind is SKILLS:
             continue  # resolved below, with the user's personal skills
         accessible = await catalog.accessible(kind, run.uid)
-        setattr(context, kind, narrow(getattr(context, kind), accessible))
+        field = kind.context_field
+        setattr(context, field, narrow(getattr(context, field), accessible))
 
     workspace = user_workspace(home, str(run.uid))
     # the user's memory is a main agent's only (a subagent gets neither text nor tools)
-    uses_memory = (
-        context.enable_memory and run.run_type != "subagent" and not is_subagent_context(context)
-    )
+    uses_memory = context.enable_memory and not context.is_subagent_runtime
     shared = await shared_skills(catalog, run.uid) if skills_wanted(selected_skills) else None
     # file reads run off the event loop (a slow disk must not stall other runs), all in
     # one trip to a worker thread: the workspace's prompt files and memory, the skills on
@@ -106,30 +109,32 @@ async def prepare_agent_runtime_context(
         shared=shared,
         scanned=disk.skills,
     )
-    context._visible_knowledge_bases = await visible_knowledge_bases(
-        catalog, run.uid, context.knowledges or []
-    )
-    context._visible_mcp_servers = await visible_mcp_servers(catalog, run.uid, context.mcps or [])
+    # what the run resolved of each kind with entries (skills add MCP servers above)
+    for kind in RESOURCE_KINDS:
+        if kind.resolved_field is not None:
+            selected = getattr(context, kind.context_field) or []
+            entries = await resolve(kind, catalog, run.uid, selected)
+            setattr(context.resolved, kind.resolved_field, entries)
     if hasattr(context, "subagents"):
-        context.subagents = narrow_subagents(context.subagents, run.visible_subagents)
+        context.subagents = narrow_subagents(context.subagents, claim.agent.visible_subagents)
 
     context.workspace_prompt = workspace_prompt(disk.prompt_files)
     context.memory = disk.memory.text if disk.memory else ""
     return PreparedContext(context, disk.prompt_files, ignored, skills)
 
 
-def registered_model(run: ExecutionInput, home: Path) -> RegisteredModel | None:
-    """The registry's model of the run's spec (``run.model``), its key opened; None when
+def registered_model(claim: RunClaim, home: Path) -> RegisteredModel | None:
+    """The registry's model of the run's spec (``claim.model``), its key opened; None when
     the spec has no registry entry. ModelSpecError when the model was disabled after
     the request was accepted."""
-    row = run.model
+    row = claim.model.row
     if row is None:
         return None
     if not row.get("enabled", True):
         raise ModelSpecError(f"model {row.get('spec')} is disabled")
     key = None
-    if run.model_key_sealed is not None:
-        opened = _secrets(home).open(bytes(run.model_key_sealed), model_context(row["id"]))
+    if claim.model.key_sealed is not None:
+        opened = _secrets(home).open(bytes(claim.model.key_sealed), model_context(row["id"]))
         key = SecretStr(opened)
     return RegisteredModel(
         id=str(row["id"]),
@@ -156,14 +161,14 @@ def _secrets(home: Path) -> SecretBox:
     return SecretBox.from_env(home)
 
 
-def _scope_subagent(context: SubAgentContext, run: ExecutionInput) -> None:
+def _scope_subagent(context: SubAgentContext, claim: RunClaim) -> None:
     """A child run's hidden fields: files stay with the parent conversation (its
     workdir is the conversation's), skills and checkpoints go with the child's own
     checkpoint thread (the run id, as the executor's checkpoint config)."""
+    run = claim.run
     context.parent_thread_id = str(run.thread_id)
     context.file_thread_id = str(run.thread_id)
-    context.skills_thread_id = str(run.run_id if run.run_type == "subagent" else run.thread_id)
-    context.is_subagent_runtime = True
+    context.skills_thread_id = str(run.run_id if run.is_subagent else run.thread_id)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from uuid import UUID
 
 from yuxi.agents.context import BaseContext
-from yuxi.resources import ResourceCatalog
+from yuxi.resources import MCP_SERVERS, SKILLS, TOOLS, ResourceCatalog
 from yuxi.skills.resolve import (
     RunSkills,
     SkillRecord,
@@ -28,12 +28,12 @@ from yuxi.skills.resolve import (
 
 async def shared_skills(catalog: ResourceCatalog, uid: UUID) -> list[SkillRecord]:
     """The shared skills the user may use: versions and digests from a catalog that has
-    ``skill_infos`` (the database's), names and dependencies only from another."""
-    infos = getattr(catalog, "skill_infos", None)
+    them (the database's), names and dependencies only from another."""
+    infos = await catalog.skill_infos(uid)
     if infos is not None:
-        return shared_records(await infos(uid))
+        return shared_records(infos)
     return catalog_records(
-        await catalog.accessible("skills", uid), await catalog.skill_dependencies(uid)
+        await catalog.accessible(SKILLS, uid), await catalog.skill_dependencies(uid)
     )
 
 
@@ -66,8 +66,7 @@ async def prepare_run_skills(
     async def fetch(
         versions: Sequence[tuple[str, int]],
     ) -> Mapping[tuple[str, int], Mapping[str, bytes]]:
-        files = getattr(catalog, "skill_files", None)
-        return {} if files is None else await files(versions)
+        return await catalog.skill_files(versions)
 
     resolved = await prepare_skills(
         selected,
@@ -94,8 +93,8 @@ async def add_skill_dependencies(
     agent's own selection did not hold: they stay hidden until the skill is activated."""
     wanted_tools = any(skill.tools for skill in skills)
     wanted_mcps = any(skill.mcps for skill in skills)
-    tools_allowed = set(await catalog.accessible("tools", uid)) if wanted_tools else set()
-    mcps_allowed = set(await catalog.accessible("mcps", uid)) if wanted_mcps else set()
+    tools_allowed = set(await catalog.accessible(TOOLS, uid)) if wanted_tools else set()
+    mcps_allowed = set(await catalog.accessible(MCP_SERVERS, uid)) if wanted_mcps else set()
     own_tools = set(context.tools or [])
     own_mcps = set(context.mcps or [])
     mounts: dict[str, dict[str, list[str]]] = {}

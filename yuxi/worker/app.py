@@ -41,7 +41,6 @@ from procrastinate.worker import Worker
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from yuxi.agents.tools.knowledge import current_knowledge
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.db.pools import app_pool, checkpointer_pool, procrastinate_pool
 from yuxi.knowledge.ingest import MAX_ATTEMPTS, ingest_document
@@ -121,8 +120,6 @@ async def open_runtime(
     watcher = CancelWatcher(url)
     await pool.open()
     await saver_pool.open()
-    # the search_knowledge tool of every run this process executes searches through it
-    knowledge = current_knowledge.set(DatabaseKnowledge(pool))
     try:
         await watcher.start()
         executor = RunExecutor(
@@ -136,11 +133,11 @@ async def open_runtime(
                 lease_seconds=settings.lease_seconds,
                 renew_seconds=settings.lease_renew_seconds,
             ),
+            knowledge=DatabaseKnowledge(pool),
         )
         runs = InFlightRuns(executor, settings.worker_concurrency)
         yield WorkerRuntime(pool, executor, runs, (pool, saver_pool), settings.home.resolve())
     finally:
-        current_knowledge.reset(knowledge)
         await watcher.stop()
         await saver_pool.close()
         await pool.close()

@@ -1,10 +1,10 @@
 """What a run learns from its model calls, at the cost of the model calls only.
 
 Every model yuxi builds carries ``MODEL_RELAY`` as its own callback. It hands each call's
-end to the usage collector of the run being executed (``current_usage``, a summarisation
+end to the usage collector of the run being executed (``services().usage``, a summarisation
 call through the same model too) and the call's text, token by token as the model
-streams it or whole when it did not, to the run's event writer (``current_text``;
-calls tagged ``nostream``, such as summaries, are left out). Both are set by the worker
+streams it or whole when it did not, to the run's event writer (``services().text``;
+calls tagged ``nostream``, such as summaries, are left out). Both are lent by the worker
 around the graph, and inside a run yuxi's models stream (``StreamsInRuns``). A callback
 in the graph's config instead (LangGraph's ``stream_mode="messages"``) would be called
 for every node and middleware step of every run.
@@ -12,37 +12,14 @@ for every node and middleware step of every run.
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, GenerationChunk, LLMResult
 from langgraph.constants import TAG_NOSTREAM
 
-current_usage: ContextVar[BaseCallbackHandler | None] = ContextVar("yuxi_usage", default=None)
-
-
-class TextSink(Protocol):
-    """Where a run's model text goes (the run's event writer)."""
-
-    def message_chunk(self, message_id: str | None, text: str) -> None: ...
-
-
-current_text: ContextVar[TextSink | None] = ContextVar("yuxi_model_text", default=None)
-"""The sink of the run being executed (set by the worker); None outside a run."""
-
-
-class ModelCallGate(Protocol):
-    """What may refuse an agent's next model call (the run's budget); it raises to
-    refuse."""
-
-    async def before_model_call(self) -> None: ...
-
-
-current_call_gate: ContextVar[ModelCallGate | None] = ContextVar("yuxi_call_gate", default=None)
-"""The gate of the run being executed (set by the worker), asked before each of the
-agent's model calls; None outside a run or when no budget applies."""
+from yuxi.agents.services import services
 
 
 class ModelRelay(BaseCallbackHandler):
@@ -68,7 +45,7 @@ class ModelRelay(BaseCallbackHandler):
         tags: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        sink = current_text.get()
+        sink = services().text
         if sink is None or not isinstance(chunk, ChatGenerationChunk):
             return
         if tags and TAG_NOSTREAM in tags:
@@ -81,13 +58,13 @@ class ModelRelay(BaseCallbackHandler):
     def on_llm_end(
         self, response: LLMResult, *, run_id: UUID, tags: list[str] | None = None, **kwargs: Any
     ) -> None:
-        usage = current_usage.get()
+        usage = services().usage
         if usage is not None:
             usage.on_llm_end(response, run_id=run_id, tags=tags, **kwargs)
         if run_id in self._streamed:
             self._streamed.discard(run_id)
             return
-        sink = current_text.get()
+        sink = services().text
         if sink is None or (tags and TAG_NOSTREAM in tags):
             return
         if response.generations and response.generations[0]:
@@ -110,7 +87,7 @@ class StreamsInRuns:
     outside a run a call streams only when asked to."""
 
     def _should_stream(self, *, async_api: bool, run_manager: Any = None, **kwargs: Any) -> bool:
-        if current_text.get() is not None and "stream" not in kwargs:
+        if services().text is not None and "stream" not in kwargs:
             kwargs["stream"] = True
         return super()._should_stream(  # type: ignore[misc,no-any-return]
             async_api=async_api, run_manager=run_manager, **kwargs

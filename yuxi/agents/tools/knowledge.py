@@ -3,55 +3,29 @@
 It is mounted on an agent whose prepared Context has a non-empty
 ``_visible_knowledge_bases`` (the agent's ``knowledges`` narrowed to what the user may
 read). Each call names one of them or searches all; the worker's ``KnowledgeAccess``
-(set in ``current_knowledge``) checks again, where the call executes, that the user may
+(``services().knowledge``) checks again, where the call executes, that the user may
 still read each target (a share revoked since preparation is refused), then runs the
 hybrid search. Results come back numbered ``[[ref:n]]`` so the model can cite them.
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from langchain.tools import ToolRuntime
 from langchain_core.tools import tool
 
 from yuxi.agents.context import BaseContext
+from yuxi.agents.services import services
 
 TOOL_NAME = "search_knowledge"
 MAX_K = 20
 
 
-@dataclass(frozen=True)
-class KnowledgeHit:
-    knowledge_base: str  # its id
-    document_id: str
-    filename: str
-    chunk: int
-    text: str
-    score: float
-
-
-@dataclass(frozen=True)
-class KnowledgeResult:
-    hits: list[KnowledgeHit] = field(default_factory=list)
-    # targets the user may no longer read (checked at execution time)
-    refused: list[str] = field(default_factory=list)
-
-
-class KnowledgeAccess(Protocol):
-    async def search(self, uid: str, kb_ids: list[str], query: str, k: int) -> KnowledgeResult:
-        """The best ``k`` chunks of those of ``kb_ids`` the user ``uid`` may read now."""
-        ...
-
-
-current_knowledge: ContextVar[KnowledgeAccess | None] = ContextVar("yuxi_knowledge", default=None)
-
-
 def visible_knowledge_bases(context: object) -> list[dict[str, Any]]:
     """The knowledge bases this run may search: ``[{id, name, slug}]`` (prepared)."""
-    return list(getattr(context, "_visible_knowledge_bases", None) or [])
+    resolved = getattr(context, "resolved", None)
+    return list(resolved.knowledge_bases) if resolved is not None else []
 
 
 def _pick(visible: list[dict[str, Any]], wanted: str) -> dict[str, Any] | None:
@@ -92,7 +66,7 @@ async def search_knowledge(
         targets = visible
     if not targets:
         return "no knowledge base is available to this agent"
-    access = current_knowledge.get()
+    access = services().knowledge
     if access is None:
         return "knowledge bases cannot be searched outside a yuxi worker"
     result = await access.search(

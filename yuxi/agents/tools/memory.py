@@ -2,7 +2,7 @@
 tools on the user's ``agents/MEMORY.md``, mounted by ``MemoryMiddleware``.
 
 Each call checks, before it touches the file, that it runs inside a worker's run
-(``current_run_memory``), that this run is the Context's (same user, same run id), and
+(``services().memory``), that this run is the Context's (same user, same run id), and
 that the run still holds its lease; the worker's ``RunMemory`` reads off the event loop,
 writes atomically and refuses a result over 64 KiB. A refusal is a tool error the model
 reads; the file is unchanged.
@@ -22,12 +22,11 @@ from langchain_core.tools import BaseTool, ToolException, tool
 from yuxi.agents.context import BaseContext
 from yuxi.agents.memory import (
     MemoryRefused,
-    RunMemory,
     append_text,
-    current_run_memory,
     is_subagent_context,
     replace_section,
 )
+from yuxi.agents.services import RunMemory, services
 
 
 async def _run_memory(runtime: ToolRuntime[BaseContext]) -> RunMemory:
@@ -35,7 +34,7 @@ async def _run_memory(runtime: ToolRuntime[BaseContext]) -> RunMemory:
     context = runtime.context
     if is_subagent_context(context):
         raise ToolException("memory is not available to subagents")
-    memory = current_run_memory.get()
+    memory = services().memory
     if memory is None:
         raise ToolException("memory tools work only in a run executed by a yuxi worker")
     if memory.uid != getattr(context, "uid", None) or memory.run_id != getattr(

@@ -25,7 +25,7 @@ from yuxi.queue.agents import (
     agents_visible,
 )
 from yuxi.queue.errors import InvalidInput, NotFound
-from yuxi.resources import RESOURCE_KINDS, DatabaseCatalog
+from yuxi.resources import RESOURCE_KINDS
 
 Conn = NamedDependency[AsyncConnection[Any]]
 
@@ -155,10 +155,10 @@ async def _visible(state: State, conn: AsyncConnection[Any], user: User, slug: s
     if row is None:
         raise NotFound(f"agent {slug} not found")
     # the configuration form's choices: what this user may select for each resource field
-    catalog = state.yuxi.catalog
-    if isinstance(catalog, DatabaseCatalog):
-        catalog = await catalog.for_user(user.uid)  # one read for every kind
-    options = {kind: await catalog.accessible(kind, user.uid) for kind in RESOURCE_KINDS}
+    catalog = await state.yuxi.catalog.for_user(user.uid)  # one read for every kind
+    options = {
+        kind.context_field: await catalog.accessible(kind, user.uid) for kind in RESOURCE_KINDS
+    }
     options["agents"] = [r.slug for r in rows if r.is_subagent]
     return _detail(row, options)
 
