@@ -33,7 +33,7 @@ async def serve_api(url: str, settings: Settings) -> None:
     app = create_app(url, settings)
     # Everything imported and built so far lives as long as the process: keep the
     # collector from re-scanning it on every collection (measured: GC time of a large
-    # history read 88 -> 12 ms, its p50 230 -> 112 ms; see docs/benchmarks.md). The
+    # history read 88 -> 12 ms, its p50 230 -> 112 ms; see docs/benchmarks/history.md). The
     # serving commands start with the collector off (startup allocates much and would
     # trigger many collections); it runs from here on.
     gc.freeze()

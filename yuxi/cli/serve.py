@@ -206,7 +206,7 @@ def _run_until_stopped(service: Callable[[], Awaitable[None]], stop: threading.E
 
 def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's event loop for the serving processes (a database round trip costs a
-    third less CPU than on asyncio's, a run 13% less: docs/benchmarks.md#http_runs);
+    third less CPU than on asyncio's, a run 13% less: docs/benchmarks/http_runs.md);
     asyncio's own with YUXI_EVENT_LOOP=asyncio or where uvloop is not installed."""
     if os.environ.get("YUXI_EVENT_LOOP", "uvloop").lower() == "asyncio":
         return None
