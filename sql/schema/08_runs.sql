@@ -513,6 +513,35 @@ COMMENT ON FUNCTION yuxi.run_finish(uuid, uuid, text, jsonb, text, text, timesta
 
 -- Gives a run back for another attempt (e.g. a worker shutting down). A run whose
 -- cancellation was requested is cancelled instead: there is nothing left to retry.
+-- The delivery of a run given back for another attempt: a new procrastinate job, or
+-- none for a child run (its parent's worker takes it again).
+CREATE FUNCTION yuxi.run_redelivery_job(p_run yuxi.agent_runs) RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_run.run_type = 'subagent' THEN
+        RETURN NULL;
+    END IF;
+    RETURN yuxi.run_delivery_job(p_run.run_id);
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_redelivery_job(yuxi.agent_runs) IS
+    'Internal: the delivery job of a run given back for another attempt (none for a child run, which its parent executes)';
+
+-- A parent whose attempt ended without ending the run (given back for another attempt)
+-- takes its children with it: the next attempt starts its own, and nothing else would
+-- execute these.
+CREATE FUNCTION yuxi.run_cancel_children(p_run_id uuid, p_now timestamptz) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM yuxi.run_request_cancel(c.run_id, NULL, p_now)
+    FROM yuxi.agent_runs c
+    WHERE c.created_by_run_id = p_run_id AND c.run_type = 'subagent'
+      AND yuxi.run_is_cancellable(c.status);
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_cancel_children(uuid, timestamptz) IS
+    'Internal: asks the active child runs of a run to stop (its attempt ended)';
+
 CREATE FUNCTION yuxi.run_release(
     p_run_id uuid, p_token uuid, p_reason text DEFAULT NULL, p_now timestamptz DEFAULT NULL
 ) RETURNS yuxi.agent_runs
@@ -528,11 +557,12 @@ BEGIN
     END IF;
     UPDATE yuxi.agent_runs
     SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now,
-        delivery_job_id = yuxi.run_delivery_job(p_run_id)
+        delivery_job_id = yuxi.run_redelivery_job(v_run)
     WHERE run_id = p_run_id
     RETURNING * INTO v_run;
     UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = 'released', detail = p_reason
     WHERE run_id = p_run_id AND lease_token = p_token;
+    PERFORM yuxi.run_cancel_children(p_run_id, v_now);
     RETURN v_run;
 END;
 $$;
@@ -572,13 +602,14 @@ BEGIN
     END IF;
     UPDATE yuxi.agent_runs
     SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now,
-        delivery_job_id = yuxi.run_delivery_job(p_run_id)
+        delivery_job_id = yuxi.run_redelivery_job(v_run)
     WHERE run_id = p_run_id
     RETURNING * INTO v_run;
     UPDATE yuxi.agent_run_attempts
     SET ended_at = v_now, outcome = 'released',
         detail = left(format('%s: %s', p_error_type, p_error_message), 4000)
     WHERE run_id = p_run_id AND lease_token = p_token;
+    PERFORM yuxi.run_cancel_children(p_run_id, v_now);
     PERFORM yuxi.maintenance_count('released_after_error');
     RETURN v_run;
 END;
@@ -712,8 +743,10 @@ $$;
 COMMENT ON FUNCTION yuxi.run_resume(uuid, jsonb, uuid, text) IS
     'Resumes the thread''s latest run, which must be interrupted, as a new resume run; idempotent for the same answer or request_id, resume_superseded for another answer. Raises invalid_input (YV001), not_found (YN001), request_id_conflict (YQ001), resume_superseded (YQ004), run_not_interrupted (YQ005)';
 
--- Creates a child run executed on behalf of a running parent (the task tool). The
--- child's model (yuxi.model_resolve): the child agent's config, then the parent run's
+-- Creates a child run executed on behalf of a running parent (the task tool), by the
+-- parent's worker, in the parent's attempt: a child run has no delivery job, and one
+-- given back for another attempt is taken again by its parent (or cancelled with the
+-- parent's attempt, yuxi.run_cancel_children). The child's model (yuxi.model_resolve): the child agent's config, then the parent run's
 -- model, then the system default; its approval mode is the parent's.
 CREATE FUNCTION yuxi.run_create_subagent(
     p_parent_run_id uuid, p_token uuid, p_agent_slug text, p_input jsonb DEFAULT '{}',
@@ -734,10 +767,11 @@ BEGIN
     IF NOT FOUND OR NOT yuxi.agent_visible_to(p_agent_slug, v_parent.uid) THEN
         RAISE EXCEPTION 'subagent % not found', p_agent_slug USING ERRCODE = 'YN001', HINT = 'not_found';
     END IF;
+    -- no delivery job: the parent's worker executes its child runs itself
     INSERT INTO yuxi.agent_runs (run_id, thread_id, uid, agent_slug, request_id, run_type,
                                  created_by_run_id, delivery_job_id, input_payload)
     VALUES (v_run_id, v_parent.thread_id, v_parent.uid, p_agent_slug, v_parent.request_id, 'subagent',
-            p_parent_run_id, yuxi.run_delivery_job(v_run_id, true),
+            p_parent_run_id, NULL,
             coalesce(p_input, '{}') || jsonb_build_object(
                 'model_spec', yuxi.model_resolve(v_agent.config_json,
                                                  p_inherited => v_parent.input_payload ->> 'model_spec'),
@@ -818,9 +852,10 @@ BEGIN
         ELSIF v_run.attempt_count < coalesce(v_max, 1) THEN
             UPDATE yuxi.agent_runs r
             SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now,
-                delivery_job_id = yuxi.run_delivery_job(v_run.run_id)
+                delivery_job_id = yuxi.run_redelivery_job(v_run)
             WHERE r.run_id = v_run.run_id
             RETURNING * INTO v_run;
+            PERFORM yuxi.run_cancel_children(v_run.run_id, v_now);
             v_released := v_released + 1;
         ELSE
             UPDATE yuxi.agent_runs r

@@ -69,12 +69,13 @@ COMMENT ON FUNCTION yuxi.thread_dispatch_head(yuxi.conversations) IS
     'Internal: dispatches the queue head of a locked thread that has no active run; returns the new run or NULL';
 
 -- Pending runs whose delivery is gone: no job, a finished job, or a job whose worker
--- is gone. The recovery scan re-delivers these.
+-- is gone. The recovery scan re-delivers these. A child run has no delivery of its own
+-- (its parent's worker executes it).
 CREATE VIEW yuxi.undelivered_runs AS
 SELECT r.run_id, r.thread_id, r.created_at, r.delivery_job_id, j.status::text AS job_status
 FROM yuxi.agent_runs r
 LEFT JOIN public.procrastinate_jobs j ON j.id = r.delivery_job_id
-WHERE r.status = 'pending'
+WHERE r.status = 'pending' AND r.run_type <> 'subagent'
   AND (j.id IS NULL
        OR j.status NOT IN ('todo', 'doing')
        OR (j.status = 'doing' AND j.worker_id IS NULL));

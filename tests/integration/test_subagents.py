@@ -3,6 +3,7 @@ real worker. The world has one subagent, `helper`, visible to everyone."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from uuid import UUID
@@ -17,7 +18,13 @@ from tests.integration.worker_harness import (
     wait_for_status,
     wait_until,
 )
-from yuxi.queue.runs import run_request_cancel
+from yuxi.queue.runs import (
+    ClaimedRun,
+    run_create_subagent,
+    run_release,
+    run_request_cancel,
+    run_retry,
+)
 
 
 def _task(subagent: str, description: str) -> str:
@@ -55,6 +62,16 @@ async def test_a_task_runs_as_a_child_run_and_its_answer_is_the_tool_result(
     )
     assert (slug, run_type, status, has_manifest) == ("helper", "subagent", "completed", True)
     assert request_id == info.request_id
+    # one delivery path: the parent's worker executed it in one attempt, with no job
+    assert await world.fetch(
+        "SELECT delivery_job_id, attempt_count FROM yuxi.agent_runs WHERE run_id = %s", child
+    ) == [(None, 1)]
+    assert (
+        await world.value(
+            "SELECT count(*) FROM procrastinate_jobs WHERE queueing_lock = %s", f"run:{child}"
+        )
+        == 0
+    )
     # the child has its own events, one end, and its own checkpoint thread
     ends = await world.value(
         "SELECT count(*) FROM yuxi.run_events WHERE run_id = %s AND event = 'end'", child
@@ -135,3 +152,54 @@ async def test_a_child_runs_usage_is_its_own_and_the_threads_includes_it(
     with pytest.raises(psycopg.Error) as refused:  # another user's thread does not exist
         await world.value("SELECT yuxi.thread_usage(%s, %s)", world.bob, thread)
     assert refused.value.sqlstate == "YN001"
+
+
+async def _child_of_a_running_parent(world: World) -> tuple[ClaimedRun, UUID]:
+    await world.execute("UPDATE yuxi.agents SET max_run_attempts = 3 WHERE slug = 'chatbot'")
+    info = await world.submit(await world.thread(), "delegate")
+    assert info.run_id is not None
+    parent = await world.claim(info.run_id, lease=0.2)
+    async with world.pool.connection() as conn:
+        child = await run_create_subagent(
+            conn, parent.run_id, parent.lease_token, agent_slug="helper", run_input={"task": "t"}
+        )
+    return parent, child
+
+
+async def test_a_child_run_waits_for_its_parent_not_for_a_delivery(world: World) -> None:
+    """No delivery job, and the recovery scan leaves it alone: only its parent's worker
+    executes it."""
+    _, child = await _child_of_a_running_parent(world)
+    assert (
+        await world.value("SELECT delivery_job_id FROM yuxi.agent_runs WHERE run_id = %s", child)
+        is None
+    )
+    assert (
+        await world.value("SELECT count(*) FROM yuxi.undelivered_runs WHERE run_id = %s", child)
+        == 0
+    )
+    assert await world.fetch("SELECT * FROM yuxi.run_redeliver_orphans()") == []
+
+
+@pytest.mark.parametrize("how", ["release", "retry", "lease_expired"])
+async def test_a_parent_given_back_for_another_attempt_cancels_its_children(
+    world: World, how: str
+) -> None:
+    parent, child = await _child_of_a_running_parent(world)
+    async with world.pool.connection() as conn:
+        if how == "release":
+            await run_release(conn, parent.run_id, parent.lease_token, reason="shutdown")
+        elif how == "retry":
+            await run_retry(
+                conn, parent.run_id, parent.lease_token, error_type="x", error_message="cut"
+            )
+        else:
+            await asyncio.sleep(0.3)
+            await conn.execute("SELECT * FROM yuxi.run_reconcile_expired()")
+    statuses = dict(
+        await world.fetch(
+            "SELECT run_id, status FROM yuxi.agent_runs WHERE run_id = ANY(%s)",
+            [parent.run_id, child],
+        )
+    )
+    assert statuses == {parent.run_id: "pending", child: "cancelled"}

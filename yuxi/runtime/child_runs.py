@@ -1,29 +1,25 @@
 """The worker's side of the ``task`` tool: each call is a child run, executed in place.
 
 ``yuxi.run_create_subagent`` creates the child (run_type ``subagent``, created by the
-calling run under its lease, with a delivery job like every pending run). The calling
-worker then claims and executes it itself, inside the parent's tool call, so a parent
-never waits for a free worker slot; the delivery job, when a worker fetches it, finds
-the run already claimed and does nothing. If another worker claimed it first, the
-parent waits for that worker to finish it; a child given back for another attempt
+calling run under its lease). It has no delivery job: the calling worker claims and
+executes it itself, inside the parent's tool call, so a parent never waits for a free
+worker slot, and no other worker can take it. A child given back for another attempt
 (``yuxi.run_retry`` after a lost connection) is claimed again in place. Cancelling the
-parent cascades to the child (``run_request_cancel``), and a parent stopped mid-call
-releases its child like any run its worker gives up.
+parent cascades to the child (``run_request_cancel``); a parent stopped mid-call
+releases its child like any run its worker gives up, and a parent given back for
+another attempt cancels its children (``yuxi.run_cancel_children``).
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Protocol
 from uuid import UUID
 
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.queue.errors import QueueError
-from yuxi.queue.runs import RunLease, run_create_subagent, run_get, run_result
-from yuxi.queue.statuses import ENDED_RUN_STATUSES, RunStatus
-
-POLL_SECONDS = 0.2
+from yuxi.queue.runs import RunLease, run_create_subagent, run_result
+from yuxi.queue.statuses import RunStatus
 
 
 class Executor(Protocol):
@@ -67,19 +63,10 @@ class ChildRuns:
         # given back for another attempt (its worker lost the database): take it again
         while status == RunStatus.PENDING:
             status = await self._executor.execute(child)
-        if status is None:  # another worker's delivery claimed it first
-            status = await self._ended(child)
         async with pool.connection() as conn:
+            # not claimed (None): it ended before its claim (cancelled with its parent)
             result = await run_result(conn, child, uid=self._uid)
-        if status == RunStatus.COMPLETED:
+        if result.status == RunStatus.COMPLETED:
             return result.output or ""
         reason = f": {result.error_message}" if result.error_message else ""
-        return f"subagent {slug} {status}{reason}"
-
-    async def _ended(self, child: UUID) -> str:
-        while True:
-            async with self._executor.pool.connection() as conn:
-                run = await run_get(conn, child)
-            if run.status in ENDED_RUN_STATUSES:
-                return run.status
-            await asyncio.sleep(POLL_SECONDS)
+        return f"subagent {slug} {result.status}{reason}"
