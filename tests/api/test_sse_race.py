@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,13 +20,22 @@ from uuid import UUID
 import pytest
 
 from tests.api.conftest import Api, Sse, collect_sse, parse_sse, read_sse
-from yuxi.api.routes import runs as run_routes
 from yuxi.queue.events import run_stream_read
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 # the server's re-read interval in this module (read by the `api` fixture)
 SSE_HEARTBEAT_SECONDS = 1.5
+
+
+def patch_stream_read(monkeypatch: pytest.MonkeyPatch, replacement: Any) -> None:
+    """``replacement`` for run_stream_read wherever the API calls it from (the streams'
+    loop, yuxi.api.run_stream, or any module that imports it)."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith("yuxi.api") and getattr(module, "run_stream_read", None) is (
+            run_stream_read
+        ):
+            monkeypatch.setattr(module, "run_stream_read", replacement)
 
 
 @dataclass
@@ -52,7 +62,7 @@ def gate_events_after(monkeypatch: pytest.MonkeyPatch) -> Any:
                 await gate.release.wait()
             return rows
 
-        monkeypatch.setattr(run_routes, "run_stream_read", stream_read)
+        patch_stream_read(monkeypatch, stream_read)
         return gate
 
     return arm
@@ -183,7 +193,7 @@ def count_stream_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         reads.append(after)
         return await original(conn, run, after, limit)
 
-    monkeypatch.setattr(run_routes, "run_stream_read", stream_read)
+    patch_stream_read(monkeypatch, stream_read)
     return reads
 
 
@@ -261,3 +271,68 @@ async def test_a_notification_that_skips_events_makes_the_stream_read(
     # one read for the gap; the bare notification of seq 3 needed none; the end was
     # notified in its transaction without events, so it was read
     assert count_stream_reads == [0, 3]
+
+
+async def finish_quietly(api: Api, run_id: str, token: str) -> None:
+    await api.sql(
+        "SELECT yuxi.run_finish(%s, %s, 'completed', %s::jsonb, p_notify => false)",
+        run_id,
+        token,
+        json.dumps([{"role": "assistant", "content": "done"}]),
+    )
+
+
+async def collect_lg(api: Api, thread_id: str, request_id: str, sink: list[Sse]) -> None:
+    """Appends the parts of an /lg run's stream (join_stream) to ``sink`` until its end."""
+    url = f"{api.settings.lg_prefix}/threads/{thread_id}/runs/{request_id}/stream"
+    async with api.alice.stream("GET", url) as response:
+        assert response.status_code == 200, (await response.aread()).decode()
+        async for event in parse_sse(response.aiter_lines()):
+            sink.append(event)
+
+
+async def test_an_lg_stream_sends_carried_events_without_a_read(
+    api: Api, count_stream_reads: list[int]
+) -> None:
+    """/lg follows a run with the native stream's loop: the events a notification
+    carries are translated and sent as they came, and the table is read only once."""
+    prefix = api.settings.lg_prefix
+    thread = (await api.alice.post(f"{prefix}/threads", json={})).json()["thread_id"]
+    created = await api.alice.post(
+        f"{prefix}/threads/{thread}/runs",
+        json={
+            "assistant_id": "chatbot",
+            "input": {"messages": [{"role": "user", "content": "played by the test"}]},
+            "stream_mode": ["messages-tuple", "updates"],
+        },
+    )
+    assert created.status_code == 200, created.text
+    request_id = created.json()["run_id"]
+    run_id = str(
+        await api.value(
+            "SELECT dispatched_run_id FROM yuxi.agent_run_requests WHERE request_id = %s",
+            request_id,
+        )
+    )
+    token = str(
+        await api.value("SELECT lease_token FROM yuxi.run_claim(%s, 'test-worker', 60)", run_id)
+    )
+    seen: list[Sse] = []
+    reader = asyncio.create_task(collect_lg(api, thread, request_id, seen))
+    await asyncio.sleep(0.3)  # its first read found nothing, now it waits
+    last = await append_quietly(api, run_id, token, ["one", "two"])
+    await announce(api, run_id, last, last - 1)
+    await wait_for_event(seen)
+    await finish_quietly(api, run_id, token)
+    await announce(api, run_id, last + 1, last + 1)
+    await asyncio.wait_for(reader, 10)
+    parts = without_heartbeats(seen)
+    assert [(p.event, p.id) for p in parts] == [
+        ("messages", "1"),
+        ("messages", "2"),
+        ("updates", "2"),  # the answer, complete (an id carries over to it)
+        ("end", "3"),
+    ]
+    assert [p.json()[0]["content"] for p in parts[:2]] == ["one", "two"]
+    assert parts[2].json()["model"]["messages"][0]["content"] == "onetwo"
+    assert count_stream_reads == [0]  # the stream's only read was its first

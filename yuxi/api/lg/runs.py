@@ -33,6 +33,7 @@ from yuxi.queue.lg import (
 )
 from yuxi.queue.requests import request_cancel
 from yuxi.queue.runs import run_request_cancel, run_resume
+from yuxi.queue.statuses import RequestStatus, RunStatus
 from yuxi.queue.threads import thread_queue
 
 Conn = NamedDependency[AsyncConnection[Any]]
@@ -108,7 +109,7 @@ async def start_run(
         agent_slug=agent.slug,
         request_status=info.status,
         run_id=info.run_id,
-        run_status=None if info.run_id is None else "pending",
+        run_status=None if info.run_id is None else RunStatus.PENDING,
         error_type=None,
         error_message=None,
         created_at=info.created_at,
@@ -125,11 +126,11 @@ async def final_values(state: State, row: LgRun) -> dict[str, Any]:
     interrupt; a failed run's error as ``__error__``."""
     saved = await lg_state.head(state.yuxi.checkpointer, str(row.thread_id))
     values = lg_state.values_of(saved)
-    if row.run_status == "interrupted":
+    if row.run_status == RunStatus.INTERRUPTED:
         interrupts = lg_state.interrupts_of(saved)
         if interrupts:
             values["__interrupt__"] = interrupts
-    if row.run_status == "failed":
+    if row.run_status == RunStatus.FAILED:
         values["__error__"] = {"error": row.error_type or "Error", "message": row.error_message}
     return values
 
@@ -318,7 +319,7 @@ async def cancel_run(
         row = await _run(conn, user, thread_id, run_id)
         if row.run_id is not None:
             await run_request_cancel(conn, row.run_id, uid=user.uid)
-        elif row.request_status == "queued":
+        elif row.request_status == RequestStatus.QUEUED:
             await request_cancel(conn, run_id, uid=user.uid)
         if not wait:
             return run_view(await _run(conn, user, thread_id, run_id))

@@ -7,7 +7,7 @@ from typing import Any
 
 from yuxi.queue.agents import VisibleAgent
 from yuxi.queue.lg import LgRun, LgThread
-from yuxi.queue.statuses import RequestStatus, RunStatus
+from yuxi.queue.statuses import ACTIVE_RUN_STATUSES, RequestStatus, RunStatus
 
 # a run's status (None: its request is not dispatched) -> LangGraph's
 _RUN_STATUS = {
@@ -37,7 +37,7 @@ def run_status(row: LgRun) -> str:
 def run_ended(row: LgRun) -> bool:
     """The run will not change any more for now (ended, interrupted, or never ran)."""
     if row.run_status is not None:
-        return row.run_status not in ("pending", "running", "cancel_requested")
+        return row.run_status not in ACTIVE_RUN_STATUSES
     return row.request_status != RequestStatus.QUEUED
 
 

@@ -8,6 +8,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -23,14 +24,15 @@ from psycopg import AsyncConnection
 from yuxi.api.auth import User
 from yuxi.api.bodies import Body
 from yuxi.api.dependencies import bearer_of
-from yuxi.api.event_hub import Subscription, server_closing
+from yuxi.api.event_hub import Subscription
 from yuxi.api.routes.files import conversation_root
+from yuxi.api.run_stream import STREAM_PAGE, Ended, follow_run
 from yuxi.api.sse import EventStream, sse_message
 from yuxi.files.attachments import attaching, image_extension, stage_bytes, uploads_dir
 from yuxi.models.registry import check_model_usable
 from yuxi.queue.attachments import message_refer_attachments
 from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
-from yuxi.queue.events import StreamRead, run_end_event, run_stream_open, run_stream_read
+from yuxi.queue.events import StreamRead, run_end_event, run_stream_open
 from yuxi.queue.requests import (
     RequestInfo,
     request_cancel,
@@ -47,7 +49,6 @@ from yuxi.queue.runs import (
     run_resume,
     run_usage,
 )
-from yuxi.queue.statuses import ENDED_RUN_STATUSES
 from yuxi.queue.threads import (
     ThreadQueue,
     thread_continue,
@@ -59,7 +60,6 @@ from yuxi.queue.users import bearer_user
 
 Conn = NamedDependency[AsyncConnection[Any]]
 MAX_SEQ = 2**63 - 1  # event seqs are bigint
-STREAM_PAGE = 1000  # events a stream reads at once
 
 
 class SubmitRun(Body):
@@ -425,64 +425,21 @@ async def _stream(
     subscription: Subscription,
 ) -> AsyncIterator[bytes]:
     app = state.yuxi
-    heartbeat = app.settings.sse_heartbeat_seconds
-    news = subscription.event
-    last = after
-    rows: list[StreamRead] | None = first
-    try:
-        while True:
-            if rows is None:
-                if app.hub.closing:
-                    yield server_closing()
-                    return
-                # events and the run's status in one snapshot: a run seen ended has all
-                # its events in the same read; a notification from now on wakes the wait
-                subscription.drop()
-                async with app.pool.connection() as conn:
-                    rows = await run_stream_read(conn, run_id, last, STREAM_PAGE)
-                if not rows:
-                    raise NotFound(f"run {run_id} not found")
-            sent = 0
-            for row in rows:
-                if row.seq is None:
-                    break  # the row of a read with no event
-                if row.event == "init":  # the stream's first message: the run's input
-                    yield sse_message(row.payload, event="init", id=0)
-                    continue
-                last = row.seq
-                sent += 1
-                yield sse_message(row.payload, event=row.event, id=row.seq)
-                if row.event == "end":
-                    return
-            status, last_seq = rows[-1].run_status, rows[-1].last_event_seq
-            rows = None
-            if sent == STREAM_PAGE:
-                continue  # a full page: more may be stored already
-            if status in ENDED_RUN_STATUSES:
-                # ended, and its end was not in this read: the client is already past it
-                # (send that same end again), or the run was ended by hand
+    async with aclosing(follow_run(app, run_id, subscription, after, first)) as followed:
+        async for item in followed:
+            if isinstance(item, bytes):
+                yield item
+            elif isinstance(item, Ended):
+                # the client is already past the end (send that same end again), or the
+                # run was ended by hand
                 async with app.pool.connection() as conn:
                     end = await run_end_event(conn, run_id)
                 if end is not None:
                     yield sse_message(json.dumps(end.payload), event="end", id=end.seq)
                 else:  # only a run ended by hand, outside the queue's functions
-                    yield sse_message(json.dumps({"status": status}), event="end", id=last_seq)
-                return
-            # what is committed after the read notifies this subscription; the events a
-            # notification carries that follow what was sent go out without a read
-            while True:
-                try:
-                    await asyncio.wait_for(news.wait(), heartbeat)
-                except TimeoutError:
-                    yield sse_message(comment="heartbeat")
-                    break
-                carried = subscription.take(last)
-                if carried is None or app.hub.closing:
-                    break
-                for seq, event, payload in carried:
-                    last = seq
-                    yield sse_message(payload, event=event, id=seq)
-                    if event == "end":
-                        return
-    finally:
-        subscription.close()
+                    yield sse_message(
+                        json.dumps({"status": item.status}), event="end", id=item.last_seq
+                    )
+            else:
+                seq, event, payload = item
+                yield sse_message(payload, event=event, id=seq)
