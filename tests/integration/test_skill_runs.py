@@ -60,11 +60,11 @@ async def test_preparation_puts_the_index_and_preloads_in_the_prompt(
     assert "# Report writer" not in prompt  # only once activated
     # the files are written once, under the home, named by the version's digest
     sha = read_source(SKILLS / "report-writer").sha256
-    assert context._readable_skills["report-writer"] == str(tmp_path / "skills" / sha)
+    assert context.resolved.skill_roots["report-writer"] == str(tmp_path / "skills" / sha)
     assert (tmp_path / "skills" / sha / "templates" / "outline.md").is_file()
     # report-writer brings the calculator, hidden until it is active
     assert context.tools == ["calculator"]
-    assert context._skill_mounts["report-writer"] == {"tools": ["calculator"], "mcps": []}
+    assert context.resolved.skill_mounts["report-writer"] == {"tools": ["calculator"], "mcps": []}
     manifest = build_manifest(prepared, run_input(world, config))
     assert [s["slug"] for s in manifest["skills"]] == ["report-writer", "writing-style"]
     assert manifest["skills_preloaded"]["writing-style"]["bytes"] > 0

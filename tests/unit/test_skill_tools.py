@@ -34,8 +34,8 @@ def context(tmp_path: Path) -> BaseContext:
     (tmp_path / "secret.txt").write_text("host secret")
     os.symlink(tmp_path / "secret.txt", skills / "report-writer" / "escape.md")
     ctx = BaseContext(workdir=str(workdir))
-    ctx._readable_skills = {n: str(skills / n) for n in ("report-writer", "writing-style")}
-    ctx._skill_mounts = {"report-writer": {"tools": ["calculator"], "mcps": ["files"]}}
+    ctx.resolved.skill_roots = {n: str(skills / n) for n in ("report-writer", "writing-style")}
+    ctx.resolved.skill_mounts = {"report-writer": {"tools": ["calculator"], "mcps": ["files"]}}
     return ctx
 
 

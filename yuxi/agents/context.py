@@ -64,6 +64,13 @@ class Resolved:
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     # the tools of those servers, bound by the worker once connected
     mcp_tools: list[Any] = field(default_factory=list)
+    # skills (yuxi/skills/run.py): slug → directory of its files (read-only under the
+    # file tools' skills/ root; never shown), the skill index and preloaded
+    # instructions, the preloaded ones, and what each skill mounts when activated
+    skill_roots: dict[str, str] = field(default_factory=dict)
+    skills_prompt: str = ""
+    preloaded_skills: list[str] = field(default_factory=list)
+    skill_mounts: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -181,20 +188,6 @@ class BaseContext:
     # what preparation resolved of the selected resources (yuxi/resources.py)
     resolved: Resolved = field(
         default_factory=lambda: Resolved(), repr=False, metadata=_runtime("Resolved resources")
-    )
-
-    # skills (yuxi/skills/run.py): slug → directory of its files (read-only under
-    # the file tools' skills/ root; never shown), the skill index and preloaded
-    # instructions, the preloaded ones, and what each skill mounts when activated
-    _readable_skills: dict[str, str] = field(
-        default_factory=dict, repr=False, metadata=_runtime("Skill files the run may read")
-    )
-    _skills_prompt: str = field(default="", metadata=_runtime("The skill index and preloads"))
-    _preloaded_skills: list[str] = field(
-        default_factory=list, metadata=_runtime("Skills active from the start")
-    )
-    _skill_mounts: dict[str, dict[str, list[str]]] = field(
-        default_factory=dict, metadata=_runtime("Tools and MCP servers a skill brings")
     )
 
     @property

@@ -57,8 +57,8 @@ def build_system_prompt(context: BaseContext) -> str:
             parts.append(MEMORY_TOOLS_HINT)
     if context.attachments:
         parts.append(attachments_prompt(context.attachments))
-    if context._skills_prompt:
-        parts.append(context._skills_prompt)  # the skill index, then preloaded skills
+    if context.resolved.skills_prompt:
+        parts.append(context.resolved.skills_prompt)  # the skill index, then preloaded skills
     if context.response_format == "json":
         parts.append(JSON_REPLIES)
     subagents = allowed_subagents(context)
@@ -130,7 +130,7 @@ def build_agent_graph(
     delegates = bool(allowed_subagents(context))  # which ones: checked by the tool
     memory = memory_tools_mounted(context)
     knowledge = bool(visible_knowledge_bases(context))  # which ones: checked by the tool
-    skills = bool(context._readable_skills)  # which ones: read from the Context
+    skills = bool(context.resolved.skill_roots)  # which ones: read from the Context
     key = (
         knowledge,
         skills,

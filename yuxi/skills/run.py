@@ -1,9 +1,9 @@
 """The preparation hook of skills: from the agent's selection to the Context fields a
 run's graph and file tools read.
 
-It sets ``context.skills`` (the resolved closure), ``_readable_skills`` (slug → the
-directory of its files, for the file tools' read-only ``skills/`` root), ``_skills_prompt``
-(the index and the preloaded instructions) and ``_skill_mounts`` (the built-in tools and
+It sets ``context.skills`` (the resolved closure), ``resolved.skill_roots`` (slug → the
+directory of its files, for the file tools' read-only ``skills/`` root), ``resolved.skills_prompt``
+(the index and the preloaded instructions) and ``resolved.skill_mounts`` (the built-in tools and
 MCP servers each skill brings). What a skill brings and the agent's own selection does
 not hold is added to ``context.tools`` / ``context.mcps`` (within what the user may use)
 and shown to the model only once the skill is activated (yuxi/agents/tools/skills.py).
@@ -77,9 +77,9 @@ async def prepare_run_skills(
         fetch=fetch,
     )
     context.skills = [skill.slug for skill in resolved.skills]
-    context._readable_skills = dict(resolved.roots)
-    context._skills_prompt = resolved.prompt
-    context._preloaded_skills = list(resolved.preloaded)
+    context.resolved.skill_roots = dict(resolved.roots)
+    context.resolved.skills_prompt = resolved.prompt
+    context.resolved.preloaded_skills = list(resolved.preloaded)
     await add_skill_dependencies(context, resolved.skills, catalog=catalog, uid=uid)
     return resolved
 
@@ -89,7 +89,7 @@ async def add_skill_dependencies(
 ) -> None:
     """The hook that mounts what skills need: their built-in tools join ``context.tools``
     and their MCP servers join ``context.mcps`` (the servers the run may connect to),
-    each only when the user may use it. ``_skill_mounts`` records, per skill, those the
+    each only when the user may use it. ``resolved.skill_mounts`` records, per skill, those the
     agent's own selection did not hold: they stay hidden until the skill is activated."""
     wanted_tools = any(skill.tools for skill in skills)
     wanted_mcps = any(skill.mcps for skill in skills)
@@ -108,4 +108,4 @@ async def add_skill_dependencies(
         mcps += [m for m in extra_mcps if m not in mcps]
     context.tools = tools
     context.mcps = mcps
-    context._skill_mounts = mounts
+    context.resolved.skill_mounts = mounts

@@ -4,7 +4,7 @@ A path is resolved (``..`` and symlinks followed) before it is checked, so nothi
 outside the run's ``context.workdir`` can be listed, read or written.
 
 A run with skills also sees a virtual, read-only ``skills/`` root: ``skills/<slug>/...``
-names the files of the skill ``slug`` (``context._readable_skills``), confined to that
+names the files of the skill ``slug`` (``context.resolved.skill_roots``), confined to that
 skill's directory the same way; ``write_file`` refuses it. It hides a ``skills/``
 directory of the workdir for those runs.
 
@@ -80,7 +80,9 @@ SKILLS_ROOT = "skills"
 def _skill_path(runtime: ToolRuntime[BaseContext], path: str) -> tuple[str, str] | None:
     """``(slug, rest)`` when ``path`` is under the virtual ``skills/`` root of a run with
     skills (``slug`` empty for ``skills`` itself); None otherwise."""
-    roots = getattr(runtime.context, "_readable_skills", None)
+    # a graph run outside a worker may have no Context at all
+    resolved = getattr(runtime.context, "resolved", None)
+    roots = resolved.skill_roots if resolved is not None else None
     if not roots or path.startswith("/") or "\x00" in path:
         return None
     normal = posixpath.normpath(path)
@@ -99,7 +101,7 @@ def _locate(runtime: ToolRuntime[BaseContext], path: str) -> tuple[Path, Path, s
     slug, inner = found
     if not slug:
         return None
-    roots: dict[str, str] = runtime.context._readable_skills
+    roots: dict[str, str] = runtime.context.resolved.skill_roots
     if slug not in roots:
         raise ToolException(f"no skill named {slug} (skills: {', '.join(sorted(roots))})")
     root = Path(roots[slug]).resolve()
@@ -108,7 +110,7 @@ def _locate(runtime: ToolRuntime[BaseContext], path: str) -> tuple[Path, Path, s
 
 
 def _list_skills(runtime: ToolRuntime[BaseContext]) -> str:
-    roots: dict[str, str] = runtime.context._readable_skills
+    roots: dict[str, str] = runtime.context.resolved.skill_roots
     return "\n".join(f"{SKILLS_ROOT}/{slug}/" for slug in sorted(roots))
 
 

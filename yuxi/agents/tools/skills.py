@@ -4,7 +4,7 @@ The prompt lists every skill of the run by name and description (the index); the
 instructions themselves cost no tokens until the model activates the skill. Activating
 returns the skill's ``SKILL.md`` instructions and its file list, and marks it active in
 the run's state (``active_skills``): the built-in tools and MCP servers the skill brings
-(``context._skill_mounts``) are shown to the model from then on, and refused before.
+(``context.resolved.skill_mounts``) are shown to the model from then on, and refused before.
 Skills marked for preloading are active from the start.
 """
 
@@ -43,7 +43,7 @@ class SkillsState(AgentState[Any]):
 
 
 def _roots(context: Any) -> dict[str, str]:
-    return dict(getattr(context, "_readable_skills", None) or {})
+    return dict(context.resolved.skill_roots or {})
 
 
 def _body(root: Path) -> str:
@@ -86,7 +86,7 @@ def activate_skill(runtime: ToolRuntime[BaseContext], name: str) -> Command[Any]
         known = ", ".join(sorted(roots)) or "none"
         raise ToolException(f"no skill named {name!r} (skills: {known})")
     root = Path(roots[name])
-    mounts = (getattr(runtime.context, "_skill_mounts", None) or {}).get(name, {})
+    mounts = (runtime.context.resolved.skill_mounts or {}).get(name, {})
     parts = [f"Skill {name} is active. Its instructions:", _body(root)]
     files = _files(root, name)
     if files:
@@ -106,7 +106,7 @@ activate_skill.handle_tool_error = True
 def gated(context: Any, active: set[str]) -> Callable[[str], bool]:
     """Whether a tool name is hidden: brought by a skill that is not active, and by no
     active one."""
-    mounts: dict[str, dict[str, list[str]]] = getattr(context, "_skill_mounts", None) or {}
+    mounts: dict[str, dict[str, list[str]]] = context.resolved.skill_mounts or {}
     hidden_tools: set[str] = set()
     hidden_mcps: set[str] = set()
     shown_tools: set[str] = set()
@@ -129,7 +129,7 @@ def gated(context: Any, active: set[str]) -> Callable[[str], bool]:
 
 def _active(state: Any, context: Any) -> set[str]:
     listed = state.get("active_skills") if isinstance(state, dict) else None
-    return set(listed or []) | set(getattr(context, "_preloaded_skills", None) or [])
+    return set(listed or []) | set(context.resolved.preloaded_skills or [])
 
 
 class SkillsMiddleware(AgentMiddleware[SkillsState, Any]):
