@@ -23,6 +23,7 @@ from yuxi.api.bodies import Body
 from yuxi.api.routes.files import conversation_root, entry_view
 from yuxi.api.routes.runs import RunTiming
 from yuxi.files.workdir import OUTPUTS, walk_files
+from yuxi.queue.statuses import RunType
 from yuxi.queue.threads import (
     Thread,
     thread_create,
@@ -150,7 +151,7 @@ class ThreadsController(Controller):
         root = await conversation_root(state, conn, user.uid, thread_id)  # 404 for others
         runs = await thread_runs(conn, user.uid, thread_id)
         children = await thread_subagent_runs(conn, user.uid, thread_id)
-        latest = next((r.status for r in reversed(runs) if r.run_type != "subagent"), None)
+        latest = next((r.status for r in reversed(runs) if r.run_type != RunType.SUBAGENT), None)
         from yuxi.runtime.state import read_thread_state  # LangGraph: on the first state read
 
         result = await read_thread_state(
