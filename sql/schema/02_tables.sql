@@ -172,7 +172,7 @@ CREATE UNIQUE INDEX models_owner_spec_key ON yuxi.models (owner_uid, spec) WHERE
 COMMENT ON TABLE yuxi.models IS
     'The model registry: platform models (owner_uid NULL, admins) and users'' own models (BYOK). Keys are sealed by the server key, never stored in the clear';
 COMMENT ON COLUMN yuxi.models.api_key_sealed IS
-    'The API key sealed with AES-256-GCM under the server key, bound to the model id (yuxi/runtime/secret_box.py)';
+    'The API key sealed with AES-256-GCM under the server key, bound to the model id (yuxi/models/secret_box.py)';
 COMMENT ON COLUMN yuxi.models.api_key_hint IS 'The key''s last 4 characters at most, to tell keys apart';
 
 -- uid (here and on agent_runs) is the conversation's user, copied by the functions; it

@@ -165,3 +165,20 @@ LANGUAGE sql STABLE AS $$
 $$;
 COMMENT ON FUNCTION yuxi.user_list() IS
     'Operators: live users with their number of active tokens and last use. Never a token or its hash';
+
+-- The live user named p_name: whom a CLI option names (--as, --owner, --share-with,
+-- --personal, --user).
+CREATE FUNCTION yuxi.user_by_name(p_name text) RETURNS uuid
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_uid uuid;
+BEGIN
+    SELECT u.id INTO v_uid FROM yuxi.users u WHERE u.name = p_name AND u.deleted_at IS NULL;
+    IF v_uid IS NULL THEN
+        RAISE EXCEPTION 'user % not found', p_name USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    RETURN v_uid;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.user_by_name(text) IS
+    'Operators: the id of the live user named p_name. Raises not_found (YN001)';

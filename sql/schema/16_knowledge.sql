@@ -807,6 +807,18 @@ COMMENT ON FUNCTION yuxi.kb_document_redeliver_stalled(double precision, integer
 -- ---------------------------------------------------------------------------------
 -- Search
 
+-- The embedding models of the knowledge bases p_kb_ids, each once, by name: what a
+-- search embeds its query with before yuxi.kb_search (none for full-text-only bases).
+-- No access check: kb_search reads only the bases its user may read.
+CREATE FUNCTION yuxi.kb_embedding_models(p_kb_ids uuid[]) RETURNS TABLE (embedding_model text)
+LANGUAGE sql STABLE AS $$
+    SELECT DISTINCT k.embedding_model FROM yuxi.knowledge_bases k
+    WHERE k.id = ANY (p_kb_ids) AND k.embedding_model IS NOT NULL
+    ORDER BY 1
+$$;
+COMMENT ON FUNCTION yuxi.kb_embedding_models(uuid[]) IS
+    'The embedding models of the knowledge bases p_kb_ids, each once, by name (a search embeds its query with each); no access check';
+
 -- Hybrid search over the ready documents of the knowledge bases in p_kb_ids (NULL:
 -- all) that p_uid may read (NULL: an operator, every one). Full text: chunks matching
 -- any word or CJK gram of p_query, by ts_rank. Vectors: p_embeddings maps an embedding

@@ -471,3 +471,41 @@ END;
 $$;
 COMMENT ON FUNCTION yuxi.mcp_tools_store(uuid, timestamptz, jsonb, text, timestamptz) IS
     'Worker: records the tools (or the error) a discovery found for an MCP server''s version; false when the server changed meanwhile';
+
+-- ---------------------------------------------------------------------------------
+-- Re-sealing (yuxi mcp rekey, after a rotation of the server key)
+
+-- Every stored sealed secret with its server's id: the servers' headers (kind
+-- 'headers'), then their env ('env'), each by server id.
+CREATE FUNCTION yuxi.mcp_server_sealed_secrets() RETURNS TABLE (id uuid, kind text, sealed bytea)
+LANGUAGE sql STABLE AS $$
+    SELECT m.id, s.kind, s.sealed
+    FROM yuxi.mcp_servers m,
+         LATERAL (VALUES (1, 'headers', m.headers_sealed), (2, 'env', m.env_sealed)) AS s (n, kind, sealed)
+    WHERE s.sealed IS NOT NULL
+    ORDER BY s.n, m.id
+$$;
+COMMENT ON FUNCTION yuxi.mcp_server_sealed_secrets() IS
+    'Every MCP server''s sealed headers and env (kind headers or env) with the server id, for re-sealing under a new server key (yuxi mcp rekey)';
+
+-- Replaces a server's sealed headers (p_kind 'headers') or env ('env') with the same
+-- secrets sealed anew, if they are still p_old (changed meanwhile: left as they are);
+-- true when replaced.
+CREATE FUNCTION yuxi.mcp_server_reseal(p_id uuid, p_kind text, p_old bytea, p_new bytea)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_kind IS NULL OR p_kind NOT IN ('headers', 'env') OR p_new IS NULL THEN
+        RAISE EXCEPTION 'mcp_server_reseal takes p_kind headers or env and a sealed p_new'
+            USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    UPDATE yuxi.mcp_servers m
+    SET headers_sealed = CASE WHEN p_kind = 'headers' THEN p_new ELSE m.headers_sealed END,
+        env_sealed = CASE WHEN p_kind = 'env' THEN p_new ELSE m.env_sealed END
+    WHERE m.id = p_id
+      AND CASE WHEN p_kind = 'headers' THEN m.headers_sealed ELSE m.env_sealed END = p_old;
+    RETURN FOUND;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.mcp_server_reseal(uuid, text, bytea, bytea) IS
+    'Replaces an MCP server''s sealed headers or env (p_kind) with re-sealed ones if they are still p_old (yuxi mcp rekey); true when replaced. Raises invalid_input (YV001) for another p_kind or a NULL p_new';

@@ -54,14 +54,23 @@ def db_status() -> None:
 
 def _vector_search(url: str) -> str:
     """What ``yuxi.kb_vector_status`` says, or why it cannot be asked."""
+    import asyncio
+
     import psycopg
 
+    from yuxi.queue.errors import QueueError
+    from yuxi.queue.knowledge import kb_vector_status
+
+    async def ask() -> str:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            return (await kb_vector_status(conn)).detail
+
     try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            row = conn.execute("SELECT detail FROM yuxi.kb_vector_status()").fetchone()
-    except psycopg.Error:
+        return asyncio.run(ask())
+    except (psycopg.Error, QueueError):
         return "unknown (the knowledge migration is not applied)"
-    return str(row[0]) if row else "unknown"
+    except LookupError:
+        return "unknown"
 
 
 @db.command("url")

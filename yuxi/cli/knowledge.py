@@ -36,18 +36,6 @@ def kb() -> None:
     """
 
 
-async def _user_id(conn: Any, name: str) -> UUID:
-    from yuxi.queue.errors import NotFound
-
-    cur = await conn.execute(
-        "SELECT id FROM yuxi.users WHERE name = %s AND deleted_at IS NULL", (name,)
-    )
-    row = await cur.fetchone()
-    if row is None:
-        raise NotFound(f"user {name} not found")
-    return UUID(str(row[0]))
-
-
 @kb.command("create")
 @click.argument("name")
 @click.option("--owner", required=True, help="The user who owns it (a name).")
@@ -80,6 +68,7 @@ def create_command(
     from yuxi.agents.models import ModelSpecError
     from yuxi.knowledge.embed import check_embedding_model
     from yuxi.queue.knowledge import kb_create
+    from yuxi.queue.users import user_by_name
 
     try:
         model = check_embedding_model(embedding_model) if embedding_model else None
@@ -87,8 +76,8 @@ def create_command(
         raise click.ClickException(str(error)) from None
 
     async def work(conn: Any) -> Any:
-        uid = await _user_id(conn, owner)
-        shared = [await _user_id(conn, user) for user in share_with]
+        uid = await user_by_name(conn, owner)
+        shared = [await user_by_name(conn, user) for user in share_with]
         return await kb_create(
             conn,
             uid,
@@ -114,9 +103,10 @@ def create_command(
 def list_command(owner: str | None, as_json: bool) -> None:
     """List knowledge bases: every one, or those a user may read."""
     from yuxi.queue.knowledge import kb_list
+    from yuxi.queue.users import user_by_name
 
     async def work(conn: Any) -> Any:
-        return await kb_list(conn, await _user_id(conn, owner) if owner else None)
+        return await kb_list(conn, await user_by_name(conn, owner) if owner else None)
 
     rows = with_database(work)
     if as_json:

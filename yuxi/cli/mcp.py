@@ -39,18 +39,6 @@ def _secrets(pairs: tuple[str, ...], what: str) -> dict[str, str] | None:
     return values
 
 
-async def _user_id(conn: Any, name: str) -> Any:
-    from yuxi.queue.errors import NotFound
-
-    cur = await conn.execute(
-        "SELECT id FROM yuxi.users WHERE name = %s AND deleted_at IS NULL", (name,)
-    )
-    row = await cur.fetchone()
-    if row is None:
-        raise NotFound(f"user {name} not found")
-    return row[0]
-
-
 @mcp.command("add")
 @click.argument("slug")
 @click.option("--name", help="Display name (default: the slug).")
@@ -91,6 +79,7 @@ def add_command(slug: str, **options: Any) -> None:
     from yuxi.mcp.secrets import seal_map
     from yuxi.models.secret_box import SecretBox
     from yuxi.queue.mcp import mcp_server_create
+    from yuxi.queue.users import user_by_name
 
     transport = options["transport"] or ("stdio" if options["command_"] else "streamable_http")
     fields: dict[str, Any] = {
@@ -116,8 +105,8 @@ def add_command(slug: str, **options: Any) -> None:
     server_id = uuid.uuid4()
 
     async def add(conn: Any) -> Any:
-        uid = await _user_id(conn, options["as_user"])
-        shared = [await _user_id(conn, name) for name in options["share_with"]]
+        uid = await user_by_name(conn, options["as_user"])
+        shared = [await user_by_name(conn, name) for name in options["share_with"]]
         return await mcp_server_create(
             conn,
             server_id,
@@ -138,9 +127,10 @@ def add_command(slug: str, **options: Any) -> None:
 def list_command(as_user: str, as_json: bool) -> None:
     """List the MCP servers the user sees (never a header's or env's value)."""
     from yuxi.queue.mcp import mcp_server_list
+    from yuxi.queue.users import user_by_name
 
     async def listed(conn: Any) -> Any:
-        return await mcp_server_list(conn, await _user_id(conn, as_user))
+        return await mcp_server_list(conn, await user_by_name(conn, as_user))
 
     rows = with_database(listed)
     if as_json:
@@ -171,9 +161,10 @@ def list_command(as_user: str, as_json: bool) -> None:
 def remove_command(slug: str, as_user: str) -> None:
     """Remove MCP server SLUG."""
     from yuxi.queue.mcp import mcp_server_delete
+    from yuxi.queue.users import user_by_name
 
     async def remove(conn: Any) -> None:
-        await mcp_server_delete(conn, await _user_id(conn, as_user), slug)
+        await mcp_server_delete(conn, await user_by_name(conn, as_user), slug)
 
     with_database(remove)
     click.echo(f"removed MCP server {slug}", err=True)
@@ -189,9 +180,10 @@ def tools_command(slug: str, as_user: str, wait_seconds: float, as_json: bool) -
     import asyncio
 
     from yuxi.queue.mcp import mcp_tools_get, mcp_tools_request
+    from yuxi.queue.users import user_by_name
 
     async def discover(conn: Any) -> Any:
-        uid = await _user_id(conn, as_user)
+        uid = await user_by_name(conn, as_user)
         listed = await mcp_tools_request(conn, uid, slug, max_age_seconds=0)
         deadline = time.monotonic() + wait_seconds
         while listed.pending and time.monotonic() < deadline:
@@ -224,31 +216,22 @@ def rekey_command() -> None:
     a rotation, as ``yuxi model rekey`` does for model keys)."""
     from yuxi.mcp.secrets import secret_context
     from yuxi.models.secret_box import SecretBox, SecretError
+    from yuxi.queue.mcp import mcp_server_reseal, mcp_server_sealed_secrets
 
     box = SecretBox.from_env(settings_or_exit().home)
 
     async def rekey(conn: Any) -> int:
         done = 0
-        for kind in ("headers", "env"):
-            cur = await conn.execute(
-                f"SELECT id, {kind}_sealed FROM yuxi.mcp_servers"
-                f" WHERE {kind}_sealed IS NOT NULL ORDER BY id"
-            )
-            for server_id, sealed in await cur.fetchall():
-                if not box.needs_rekey(bytes(sealed)):
-                    continue
-                context = secret_context(server_id, kind)
-                try:
-                    opened = box.open(bytes(sealed), context)
-                except SecretError as error:
-                    raise click.ClickException(f"MCP server {server_id}: {error}") from None
-                # only if unchanged meanwhile
-                await conn.execute(
-                    f"UPDATE yuxi.mcp_servers SET {kind}_sealed = %s"
-                    f" WHERE id = %s AND {kind}_sealed = %s",
-                    (box.seal(opened, context), server_id, sealed),
-                )
-                done += 1
+        for server_id, kind, sealed in await mcp_server_sealed_secrets(conn):
+            if not box.needs_rekey(sealed):
+                continue
+            context = secret_context(server_id, kind)
+            try:
+                opened = box.open(sealed, context)
+            except SecretError as error:
+                raise click.ClickException(f"MCP server {server_id}: {error}") from None
+            await mcp_server_reseal(conn, server_id, kind, sealed, box.seal(opened, context))
+            done += 1
         return done
 
     click.echo(f"re-sealed {with_database(rekey)} MCP secrets", err=True)

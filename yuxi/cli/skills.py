@@ -28,18 +28,6 @@ def skill() -> None:
     """
 
 
-async def _user_id(conn: Any, name: str) -> Any:
-    from yuxi.queue.errors import NotFound
-
-    cur = await conn.execute(
-        "SELECT id FROM yuxi.users WHERE name = %s AND deleted_at IS NULL", (name,)
-    )
-    row = await cur.fetchone()
-    if row is None:
-        raise NotFound(f"user {name} not found")
-    return row[0]
-
-
 def _read(source: Path) -> Any:
     from yuxi.skills.format import SkillFormatError, read_source
 
@@ -79,10 +67,11 @@ def add_command(
     if personal is not None:
         _add_personal(found, personal, as_json)
         return
+    from yuxi.queue.users import user_by_name
     from yuxi.skills.store import add_shared_skill
 
     async def work(conn: Any) -> Any:
-        shared = [await _user_id(conn, user) for user in share_with] if share_with else None
+        shared = [await user_by_name(conn, user) for user in share_with] if share_with else None
         scope = "selected" if shared and share_scope is None else share_scope
         return await add_shared_skill(conn, None, found, share_scope=scope, shared_with=shared)
 
@@ -100,6 +89,7 @@ def _add_personal(found: Any, owner: str, as_json: bool) -> None:
     directory), after checking its skill dependencies resolve for that user."""
     from yuxi.files.layout import user_workspace
     from yuxi.queue.errors import InvalidInput
+    from yuxi.queue.users import user_by_name
     from yuxi.skills.store import place_personal_skill
 
     settings = settings_or_exit()
@@ -107,7 +97,7 @@ def _add_personal(found: Any, owner: str, as_json: bool) -> None:
     async def work(conn: Any) -> Any:
         from yuxi.queue.skills import skills_usable
 
-        uid = await _user_id(conn, owner)
+        uid = await user_by_name(conn, owner)
         return uid, await skills_usable(conn, uid)
 
     uid, rows = with_database(work)
@@ -130,9 +120,10 @@ def _add_personal(found: Any, owner: str, as_json: bool) -> None:
 def list_command(user_name: str | None, as_json: bool) -> None:
     """List shared skills (their latest versions)."""
     from yuxi.queue.skills import skills_usable
+    from yuxi.queue.users import user_by_name
 
     async def work(conn: Any) -> Any:
-        return await skills_usable(conn, await _user_id(conn, user_name) if user_name else None)
+        return await skills_usable(conn, await user_by_name(conn, user_name) if user_name else None)
 
     rows = with_database(work)
     if as_json:

@@ -27,8 +27,8 @@ from yuxi.files.workspace import (
     read_workspace_bytes,
     without_comments,
 )
-from yuxi.queue.calls import call_scalar
 from yuxi.queue.errors import LeaseLost
+from yuxi.queue.runs import run_check_lease
 
 
 @dataclass
@@ -55,12 +55,7 @@ class LeasedRunMemory:
     async def check_lease(self) -> None:
         try:
             async with self.pool.connection() as conn:
-                await call_scalar(
-                    conn,
-                    "SELECT yuxi.run_check_lease(p_run_id => %(run_id)s, p_token => %(token)s,"
-                    " p_uid => %(uid)s)",
-                    {"run_id": self.run, "token": self.lease_token, "uid": self.user},
-                )
+                await run_check_lease(conn, self.run, self.lease_token, uid=self.user)
         except LeaseLost:
             raise MemoryRefused(
                 "this run no longer holds its lease; memory is left unchanged"

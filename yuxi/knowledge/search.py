@@ -10,23 +10,13 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.tools.knowledge import KnowledgeHit, KnowledgeResult
 from yuxi.knowledge.embed import Embedder, EmbeddingError
-from yuxi.queue.knowledge import SearchHit, kb_readable, kb_search
+from yuxi.queue.knowledge import SearchHit, kb_embedding_models, kb_readable, kb_search
 
 log = logging.getLogger("yuxi.knowledge")
-
-
-async def _models(conn: AsyncConnection[Any], kb_ids: Sequence[UUID]) -> list[str]:
-    cur = await conn.execute(
-        "SELECT DISTINCT embedding_model FROM yuxi.knowledge_bases"
-        " WHERE id = ANY(%s) AND embedding_model IS NOT NULL ORDER BY 1",
-        (list(kb_ids),),
-    )
-    return [str(row[0]) for row in await cur.fetchall()]
 
 
 async def query_embeddings(models: Sequence[str], query: str) -> dict[str, list[float]]:
@@ -50,7 +40,7 @@ async def search(
 ) -> list[SearchHit]:
     """The best ``k`` chunks of those of ``kb_ids`` that ``uid`` may read."""
     async with pool.connection() as conn:
-        models = await _models(conn, kb_ids)
+        models = await kb_embedding_models(conn, kb_ids)
     embeddings = await query_embeddings(models, query) if models and query.strip() else {}
     async with pool.connection() as conn:
         return await kb_search(conn, uid, kb_ids, query, k=k, embeddings=embeddings)

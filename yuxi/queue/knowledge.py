@@ -190,6 +190,7 @@ async def kb_readable(conn: AsyncConnection[Any], uid: UUID) -> list[UUID]:
 
 
 async def kb_vector_status(conn: AsyncConnection[Any]) -> VectorStatus:
+    """Whether vector search uses pgvector's HNSW indexes or an exact scan, and why."""
     return await call_one(conn, VectorStatus, "yuxi.kb_vector_status()", {})
 
 
@@ -352,6 +353,16 @@ async def kb_document_redeliver_stalled(
 
 
 # -- search ---------------------------------------------------------------------------
+
+
+async def kb_embedding_models(conn: AsyncConnection[Any], kb_ids: Sequence[UUID]) -> list[str]:
+    """The embedding models of ``kb_ids``, each once, by name (a search embeds its query
+    with each); no access check."""
+    cur = await conn.execute(
+        "SELECT embedding_model FROM yuxi.kb_embedding_models(p_kb_ids => %(kb_ids)s::uuid[])",
+        {"kb_ids": list(kb_ids)},
+    )
+    return [str(row[0]) for row in await cur.fetchall()]
 
 
 async def kb_search(

@@ -219,3 +219,27 @@ async def mcp_tools_store(
             {"id": server_id, "version": version, "tools": encode_json(tools), "error": error},
         )
     )
+
+
+async def mcp_server_sealed_secrets(
+    conn: AsyncConnection[Any],
+) -> list[tuple[UUID, str, bytes]]:
+    """Every stored sealed secret as (server id, kind, sealed): the headers, then the env,
+    each by server id (for ``yuxi mcp rekey``)."""
+    cur = await conn.execute("SELECT id, kind, sealed FROM yuxi.mcp_server_sealed_secrets()")
+    return [(row[0], row[1], bytes(row[2])) for row in await cur.fetchall()]
+
+
+async def mcp_server_reseal(
+    conn: AsyncConnection[Any], server_id: UUID, kind: str, old: bytes, new: bytes
+) -> bool:
+    """Replaces a server's sealed ``kind`` (``headers`` or ``env``) if it is still
+    ``old`` (a concurrent change wins)."""
+    return bool(
+        await call_scalar(
+            conn,
+            "SELECT yuxi.mcp_server_reseal(p_id => %(id)s, p_kind => %(kind)s,"
+            " p_old => %(old)s, p_new => %(new)s)",
+            {"id": server_id, "kind": kind, "old": old, "new": new},
+        )
+    )

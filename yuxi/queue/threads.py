@@ -47,6 +47,19 @@ class ThreadRun(msgspec.Struct, frozen=True):
     finished_at: datetime | None
 
 
+class ThreadMessage(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.thread_messages``: a message of the thread, in order."""
+
+    id: int
+    role: str
+    content: str
+    run_id: UUID | None
+    request_id: str | None
+    delivery_status: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+
+
 class SubagentRun(msgspec.Struct, frozen=True):
     """A row of ``yuxi.thread_subagent_runs``: a child run of the thread."""
 
@@ -176,6 +189,15 @@ async def thread_delete(conn: AsyncConnection[Any], uid: UUID, thread_id: UUID) 
 
 async def thread_runs(conn: AsyncConnection[Any], uid: UUID, thread_id: UUID) -> list[ThreadRun]:
     return await call_many(conn, ThreadRun, "yuxi.thread_runs" + _OWNED, _owned(uid, thread_id))
+
+
+async def thread_messages(
+    conn: AsyncConnection[Any], uid: UUID, thread_id: UUID
+) -> list[ThreadMessage]:
+    """Every message of the user's thread, in order."""
+    return await call_many(
+        conn, ThreadMessage, "yuxi.thread_messages" + _OWNED, _owned(uid, thread_id)
+    )
 
 
 async def thread_requests(

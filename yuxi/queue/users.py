@@ -79,6 +79,12 @@ async def user_list(conn: AsyncConnection[Any]) -> list[UserListing]:
     return await call_many(conn, UserListing, "yuxi.user_list()", {})
 
 
+async def user_by_name(conn: AsyncConnection[Any], name: str) -> UUID:
+    """The id of the live user named ``name`` (``NotFound`` when there is none)."""
+    uid = await call_scalar(conn, "SELECT yuxi.user_by_name(p_name => %(name)s)", {"name": name})
+    return UUID(str(uid))
+
+
 async def token_authenticate(conn: AsyncConnection[Any], token: str) -> User | None:
     """The live user holding ``token`` (and marks it used), or None."""
     return await _authenticate(conn, token_hash(token))

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
-import msgspec
 from litestar import Request
 from litestar.exceptions import HTTPException
 
@@ -19,26 +18,13 @@ from yuxi.api.lg.events import Translator, ai_message, human_message, tool_messa
 from yuxi.api.lg.views import run_ended
 from yuxi.api.sse import sse_message
 from yuxi.api.state import AppState
-from yuxi.queue.calls import call_many
 from yuxi.queue.errors import NotFound
 from yuxi.queue.events import run_stream_read
 from yuxi.queue.lg import LgRun, lg_thread_runs
-from yuxi.queue.threads import thread_queue
+from yuxi.queue.threads import thread_messages, thread_queue
 
 PAGE = 1000
 RECHECK_SECONDS = 1.0
-
-
-class _Stored(msgspec.Struct, frozen=True):
-    """A row of ``yuxi.thread_messages``."""
-
-    id: int
-    role: str
-    content: str
-    run_id: UUID | None
-    request_id: str | None
-    delivery_status: str | None
-    metadata: dict[str, Any]
 
 
 async def read_run(app: AppState, uid: UUID, thread_id: UUID, request_id: str) -> LgRun:
@@ -150,12 +136,7 @@ async def base_messages(app: AppState, uid: UUID, row: LgRun) -> list[dict[str, 
     ``values`` of this run's stream start from): up to the run's own input message, or
     for a resume run everything stored but its own output."""
     async with app.pool.connection() as conn:
-        stored = await call_many(
-            conn,
-            _Stored,
-            "yuxi.thread_messages(p_uid => %(uid)s, p_thread_id => %(thread_id)s)",
-            {"uid": uid, "thread_id": row.thread_id},
-        )
+        stored = await thread_messages(conn, uid, row.thread_id)
     messages: list[dict[str, Any]] = []
     for m in stored:
         own = m.request_id == row.request_id

@@ -6,6 +6,8 @@ import msgspec
 from litestar import get
 from litestar.datastructures import State
 
+from yuxi.queue.knowledge import kb_vector_status
+
 HEALTH_TIMEOUT_SECONDS = 1.0
 
 
@@ -29,19 +31,17 @@ async def health(state: State) -> Health:
         # a health check answers at once: it does not queue for the pool's full timeout
         async with app.pool.connection(timeout=HEALTH_TIMEOUT_SECONDS) as conn:
             cur = await conn.execute(
-                "SELECT (SELECT count(*) FROM procrastinate_workers"
-                "        WHERE last_heartbeat > now() - interval '1 minute'),"
-                " v.vector_indexing, v.detail FROM yuxi.kb_vector_status() v"
+                "SELECT count(*) FROM procrastinate_workers"
+                " WHERE last_heartbeat > now() - interval '1 minute'"
             )
             row = await cur.fetchone()
-        if row is None:
-            return Health(status="ok", database="ok", workers=0)
+            vectors = await kb_vector_status(conn)
         return Health(
             status="ok",
             database="ok",
-            workers=int(row[0]),
-            vector_indexing=bool(row[1]),
-            vector_search=str(row[2]),
+            workers=int(row[0]) if row else 0,
+            vector_indexing=vectors.vector_indexing,
+            vector_search=vectors.detail,
         )
     except Exception:
         return Health(status="degraded", database="down", workers=0)
