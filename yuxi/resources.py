@@ -20,14 +20,14 @@ subagent the user can see. Skills are expanded to the closure of their dependenc
 resolved by yuxi/skills/). What a run resolved travels in its Context's ``resolved``
 (``yuxi.agents.context.Resolved``), never in loose attributes.
 
-Adding a kind: a package that owns it (its SQL file, routes, tool), an entry in
-``RESOURCE_KINDS``, its key in ``yuxi.run_catalog``, a field of ``Resolved`` and of
-``ResourceCatalog``; CONTRIBUTING.md has the recipe.
+Adding a kind: a package that owns it (its SQL file, routes, tool), its
+``ResourceKind`` in ``RESOURCE_KINDS``, its list in ``yuxi.run_catalog``, its Context
+field and its field of ``Resolved``; CONTRIBUTING.md has the recipe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -54,14 +54,42 @@ class ResourceKind:
     resolved_field: str | None = None
     # the keys of a resolved entry that the manifest records (never content or secrets)
     manifest_keys: tuple[str, ...] = ()
+    # a row of the kind's list in ``yuxi.run_catalog`` (under ``name``) as ``(id,
+    # entry)``; None for a kind the catalog does not list (tools: the built-ins) or
+    # lists in its own shape (skills)
+    entry: Callable[[Mapping[str, Any]], tuple[str, dict[str, str]]] | None = None
+
+
+def _knowledge_base(row: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+    kb = str(row["id"])
+    return kb, {"id": kb, "name": row["name"], "slug": row["slug"]}
+
+
+def _mcp_server(row: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+    return row["slug"], {
+        "id": str(row["id"]),
+        "slug": row["slug"],
+        "name": row["name"],
+        "transport": row["transport"],
+        # the row's updated_at, one text whatever the session's JSON looks like
+        "version": datetime.fromisoformat(row["version"]).isoformat(),
+    }
 
 
 TOOLS = ResourceKind("tools", "tools")
 KNOWLEDGE_BASES = ResourceKind(
-    "knowledge_bases", "knowledges", "knowledge_bases", manifest_keys=("id", "name")
+    "knowledge_bases",
+    "knowledges",
+    "knowledge_bases",
+    manifest_keys=("id", "name"),
+    entry=_knowledge_base,
 )
 MCP_SERVERS = ResourceKind(
-    "mcp_servers", "mcps", "mcp_servers", manifest_keys=("slug", "id", "transport", "version")
+    "mcp_servers",
+    "mcps",
+    "mcp_servers",
+    manifest_keys=("slug", "id", "transport", "version"),
+    entry=_mcp_server,
 )
 SKILLS = ResourceKind("skills", "skills")
 
@@ -94,13 +122,10 @@ class ResourceCatalog(Protocol):
         """Ids of ``kind`` the user may use, in a stable order."""
         ...
 
-    async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
-        """The knowledge bases the user may read, by id: ``{id, name, slug}``."""
-        ...
-
-    async def mcp_servers(self, uid: UUID) -> dict[str, dict[str, str]]:
-        """The enabled MCP servers the user may use, by slug: ``{id, slug, name,
-        transport, version}`` (never headers or env)."""
+    async def entries(self, kind: ResourceKind, uid: UUID) -> dict[str, dict[str, str]]:
+        """What the user may use of ``kind`` (one with ``entry``), by id: knowledge bases
+        the user may read, ``{id, name, slug}``; enabled MCP servers the user may use,
+        ``{id, slug, name, transport, version}`` (never headers or env)."""
         ...
 
     async def skill_infos(self, uid: UUID) -> list[SkillInfo] | None:
@@ -155,12 +180,7 @@ async def resolve(
     """The entries of the (already narrowed) ``ids`` of ``kind``, for ``Resolved``."""
     if not ids:
         return []
-    if kind is KNOWLEDGE_BASES:
-        known = await catalog.knowledge_bases(uid)
-    elif kind is MCP_SERVERS:
-        known = await catalog.mcp_servers(uid)
-    else:
-        raise ValueError(f"{kind.name} is not resolved into entries")
+    known = await catalog.entries(kind, uid)
     return [known[item] for item in ids if item in known]
 
 
@@ -188,16 +208,12 @@ class ListedCatalog:
     async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
         return {}
 
-    async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
+    async def entries(self, kind: ResourceKind, uid: UUID) -> dict[str, dict[str, str]]:
+        """Each id as its own name (no versions, no transport)."""
+        keys = {"id", "slug", "name", *kind.manifest_keys}
         return {
-            kb: {"id": kb, "name": kb, "slug": kb}
-            for kb in await self.accessible(KNOWLEDGE_BASES, uid)
-        }
-
-    async def mcp_servers(self, uid: UUID) -> dict[str, dict[str, str]]:
-        return {
-            s: {"id": s, "slug": s, "name": s, "transport": "", "version": ""}
-            for s in await self.accessible(MCP_SERVERS, uid)
+            item: {key: "" if key in ("transport", "version") else item for key in keys}
+            for item in await self.accessible(kind, uid)
         }
 
     async def skill_infos(self, uid: UUID) -> list[SkillInfo] | None:
@@ -238,13 +254,9 @@ class DatabaseCatalog:
     async def accessible(self, kind: ResourceKind, uid: UUID) -> list[str]:
         if kind is TOOLS:
             return builtin_tool_names()
-        if kind is KNOWLEDGE_BASES:
-            return list(await self.knowledge_bases(uid))
         if kind is SKILLS:
             return [skill.slug for skill in await self.skill_infos(uid)]
-        if kind is MCP_SERVERS:
-            return list(await self.mcp_servers(uid))
-        return []
+        return list(await self.entries(kind, uid))
 
     async def skill_infos(self, uid: UUID) -> list[SkillInfo]:
         skills = (await self._catalog(uid)).get("skills") or []
@@ -261,24 +273,11 @@ class DatabaseCatalog:
                 found.setdefault((row.slug, row.version), {})[row.path] = row.content
         return found
 
-    async def mcp_servers(self, uid: UUID) -> dict[str, dict[str, str]]:
-        return {
-            s["slug"]: {
-                "id": str(s["id"]),
-                "slug": s["slug"],
-                "name": s["name"],
-                "transport": s["transport"],
-                # the row's updated_at, one text whatever the session's JSON looks like
-                "version": datetime.fromisoformat(s["version"]).isoformat(),
-            }
-            for s in (await self._catalog(uid)).get("mcp_servers") or []
-        }
-
-    async def knowledge_bases(self, uid: UUID) -> dict[str, dict[str, str]]:
-        return {
-            str(kb["id"]): {"id": str(kb["id"]), "name": kb["name"], "slug": kb["slug"]}
-            for kb in (await self._catalog(uid)).get("knowledge_bases") or []
-        }
+    async def entries(self, kind: ResourceKind, uid: UUID) -> dict[str, dict[str, str]]:
+        if kind.entry is None:
+            raise ValueError(f"the catalog lists no entries of {kind.name}")
+        rows = (await self._catalog(uid)).get(kind.name) or []
+        return dict(kind.entry(row) for row in rows)
 
     async def skill_dependencies(self, uid: UUID) -> Mapping[str, Sequence[str]]:
         return {skill.slug: skill.depends_skills for skill in await self.skill_infos(uid)}
