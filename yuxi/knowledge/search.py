@@ -12,7 +12,7 @@ from uuid import UUID
 
 from psycopg_pool import AsyncConnectionPool
 
-from yuxi.agents.tools.knowledge import KnowledgeHit, KnowledgeResult
+from yuxi.agents.services import KnowledgeHit, KnowledgeResult
 from yuxi.knowledge.embed import Embedder, EmbeddingError
 from yuxi.queue.knowledge import SearchHit, kb_embedding_models, kb_readable, kb_search
 
@@ -47,7 +47,7 @@ async def search(
 
 
 class DatabaseKnowledge:
-    """What the ``search_knowledge`` tool calls in a worker (``current_knowledge``):
+    """What the ``search_knowledge`` tool calls in a worker (``services().knowledge``):
     checks, where the call executes, which targets the run's user may still read."""
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:

@@ -1,12 +1,14 @@
-"""Waiting for a LangGraph run (a request) to be dispatched or to end, and streaming
-its events, on the process's LISTEN fan-out (``EventHub``) with a re-read at least
-every second, like the native request stream."""
+"""Waiting for a LangGraph run (a request) to be dispatched or to end, on the process's
+LISTEN fan-out (``EventHub``) with a re-read at least every second, like the native
+request stream; and streaming its events through the native run stream's loop
+(``yuxi.api.run_stream.follow_run``), translated into LangGraph's stream parts."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 from uuid import UUID
 
@@ -16,15 +18,17 @@ from litestar.exceptions import HTTPException
 from yuxi.api.event_hub import server_closing
 from yuxi.api.lg.events import Translator, ai_message, human_message, tool_message
 from yuxi.api.lg.views import run_ended
+from yuxi.api.run_stream import HEARTBEAT, Ended, follow_run
 from yuxi.api.sse import sse_message
 from yuxi.api.state import AppState
 from yuxi.queue.errors import NotFound
-from yuxi.queue.events import run_stream_read
 from yuxi.queue.lg import LgRun, lg_thread_runs
+from yuxi.queue.statuses import DeliveryStatus
 from yuxi.queue.threads import thread_messages, thread_queue
 
-PAGE = 1000
 RECHECK_SECONDS = 1.0
+# a user message of another request in these states is not in the thread's history
+_NOT_DELIVERED = (DeliveryStatus.QUEUED, DeliveryStatus.CANCELLED, DeliveryStatus.REJECTED)
 
 
 async def read_run(app: AppState, uid: UUID, thread_id: UUID, request_id: str) -> LgRun:
@@ -141,7 +145,7 @@ async def base_messages(app: AppState, uid: UUID, row: LgRun) -> list[dict[str, 
     for m in stored:
         own = m.request_id == row.request_id
         if m.role == "user":
-            if m.delivery_status in ("queued", "cancelled", "rejected") and not own:
+            if m.delivery_status in _NOT_DELIVERED and not own:
                 continue
             messages.append(human_message(f"yuxi-input-{m.run_id}", m.content))
             if own:
@@ -176,7 +180,7 @@ async def stream_run(
     row = None
     async for seen in wait_for(app, uid, thread_id, request_id, dispatched=True, first=first):
         if seen is None:
-            yield sse_message(comment="heartbeat")
+            yield HEARTBEAT
         row = seen
     if app.hub.closing:
         yield server_closing()
@@ -187,43 +191,23 @@ async def stream_run(
         return
     base = await base_messages(app, uid, row) if "values" in modes else []
     translator = Translator(modes, request_id, str(thread_id), base)
-    run_id = row.run_id
-    heartbeat = app.settings.sse_heartbeat_seconds
+    # every event from the first one: the parts after ``after`` build on those before
+    followed = follow_run(app, row.run_id, app.hub.listen(row.run_id))
     last = 0
-    while True:
-        if app.hub.closing:
-            yield server_closing()
-            return
-        with app.hub.subscribe(run_id) as news:
-            async with app.pool.connection() as conn:
-                rows = await run_stream_read(conn, run_id, last, PAGE)
-            if not rows:  # the run is gone (its thread was deleted and purged)
-                yield sse_message("null", event="end")
-                return
-            sent = 0
-            for event in rows:
-                if event.seq is None or event.event is None:
-                    break
-                last = event.seq
-                sent += 1
-                messages = translator.feed(
-                    event.seq, event.event, json.loads(event.payload or "{}")
-                )
-                if event.seq > after:
-                    for message in messages:
-                        yield message
-                if event.event == "end":
-                    return
-            if sent == PAGE:
-                continue
-            if rows[0].run_status in ("completed", "failed", "cancelled", "interrupted"):
-                # ended without an end event in the log (ended by hand): end the stream
-                # once nothing is left to read
-                if sent == 0 or last >= rows[0].last_event_seq:
+    try:
+        async with aclosing(followed):
+            async for item in followed:
+                if isinstance(item, bytes):
+                    yield item
+                elif isinstance(item, Ended):
+                    # ended without an end event in the log (ended by hand)
                     yield sse_message("null", event="end", id=last)
-                    return
-                continue
-            try:
-                await asyncio.wait_for(news.wait(), heartbeat)
-            except TimeoutError:
-                yield sse_message(comment="heartbeat")
+                else:
+                    seq, event, payload = item
+                    last = seq
+                    messages = translator.feed(seq, event, json.loads(payload))
+                    if seq > after:
+                        for message in messages:
+                            yield message
+    except NotFound:  # the run is gone (its thread was deleted and purged)
+        yield sse_message("null", event="end")
