@@ -374,18 +374,18 @@ async def test_a_worker_started_while_the_database_is_down_waits_for_it(tmp_path
             thread = await world.thread()
             server.stop()
             async with worker_process(url, tmp_path / "w") as worker:
-                # procrastinate's first wait for a connection (5 s) runs out, and the
-                # process starts procrastinate's worker again instead of exiting
-                async def restarted() -> bool:
-                    return "restarting procrastinate's worker" in worker.log()
+                # its first step, checking the server key, waits for the database
+                # instead of exiting
+                async def waiting() -> bool:
+                    return "cannot reach the database to check the server key" in worker.log()
 
-                await wait_until(restarted, within=30)
+                await wait_until(waiting, within=30)
                 await asyncio.sleep(1)
                 assert worker.alive, worker.log()
                 server.start()
                 await world.pool.check()
                 await _submit_and_complete(world, thread, "hello", within=10)
-        assert "restarting procrastinate's worker" in worker.log(), worker.log()
+        assert "reached the database again to check the server key" in worker.log(), worker.log()
         assert "Traceback" not in worker.log(), worker.log()
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.integration.conftest import World
+from yuxi.models.secret_box import new_key
 
 WORKERS = 3
 THREADS = 8
@@ -21,11 +22,13 @@ async def test_workers_share_the_load_and_never_run_a_run_twice(
 ) -> None:
     threads = [await world.thread() for _ in range(THREADS)]
     processes = []
+    key = new_key()  # the hosts of one database share the server key
     for index in range(WORKERS):
         env = {
             **os.environ,
             "YUXI_DATABASE_URL": db_url,
             "YUXI_HOME": str(tmp_path / f"worker-{index}"),
+            "YUXI_SECRET_KEY": key,
             "YUXI_WORKER_CONCURRENCY": "2",
         }
         processes.append(

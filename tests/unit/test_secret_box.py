@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
 
 import pytest
 
-from yuxi.models.secret_box import SecretBox, SecretError, new_key
+from yuxi.models.secret_box import SecretBox, SecretError, new_key, server_key_id
 from yuxi.settings import SettingsError
 
 
@@ -58,3 +59,15 @@ def test_a_bad_server_key_is_refused(
     monkeypatch.setenv("YUXI_SECRET_KEY", raw)
     with pytest.raises(SettingsError, match="YUXI_SECRET_KEY"):
         SecretBox.from_env(tmp_path)
+
+
+def test_the_recorded_identifier_names_a_key_without_revealing_it() -> None:
+    key, other = b"k" * 32, b"o" * 32
+    identifier = server_key_id(key)
+    assert identifier == server_key_id(key) != server_key_id(other)
+    assert len(identifier) == 32 and int(identifier, 16) >= 0
+    # not the plain hash that sealed values carry, nor any part of the key
+    assert identifier[:16] != hashlib.sha256(key).digest()[:8].hex()
+    assert key.hex() not in identifier
+    box = SecretBox(key, (other,))
+    assert box.key_id == identifier and box.previous_key_ids == [server_key_id(other)]

@@ -11,7 +11,15 @@ from typing import Any
 
 import click
 
-from yuxi.cli.connect import JSON_HELP, cell, echo_json, echo_table, settings_or_exit, with_database
+from yuxi.cli.connect import (
+    JSON_HELP,
+    cell,
+    database_url_or_exit,
+    echo_json,
+    echo_table,
+    settings_or_exit,
+    with_database,
+)
 
 AS_HELP = "Act as this user (a name; default admin)."
 
@@ -76,8 +84,8 @@ def add_command(slug: str, **options: Any) -> None:
     """Register MCP server SLUG (lower-case letters, digits and dashes)."""
     import uuid
 
+    from yuxi.cli.server_key import server_key_or_exit
     from yuxi.mcp.secrets import seal_map
-    from yuxi.models.secret_box import SecretBox
     from yuxi.queue.mcp import mcp_server_create
     from yuxi.queue.users import user_by_name
 
@@ -101,7 +109,8 @@ def add_command(slug: str, **options: Any) -> None:
         fields["args"] = list(options["args"])
     headers = _secrets(options["headers"], "header")
     env = _secrets(options["env"], "env")
-    box = SecretBox.from_env(settings_or_exit().home)
+    settings = settings_or_exit()
+    box = server_key_or_exit(settings, database_url_or_exit(settings))
     server_id = uuid.uuid4()
 
     async def add(conn: Any) -> Any:
@@ -212,26 +221,9 @@ def _first_line(text: str | None) -> str:
 
 @mcp.command("rekey")
 def rekey_command() -> None:
-    """Re-seal every MCP server's headers and env under the current server key (after
-    a rotation, as ``yuxi model rekey`` does for model keys)."""
-    from yuxi.mcp.secrets import secret_context
-    from yuxi.models.secret_box import SecretBox, SecretError
-    from yuxi.queue.mcp import mcp_server_reseal, mcp_server_sealed_secrets
+    """Re-seal every stored secret under the current server key after a rotation: the
+    MCP servers' headers and env and the models' keys (the same flow as ``yuxi model
+    rekey``); then the database records the new key."""
+    from yuxi.cli.server_key import rekey_or_exit
 
-    box = SecretBox.from_env(settings_or_exit().home)
-
-    async def rekey(conn: Any) -> int:
-        done = 0
-        for server_id, kind, sealed in await mcp_server_sealed_secrets(conn):
-            if not box.needs_rekey(sealed):
-                continue
-            context = secret_context(server_id, kind)
-            try:
-                opened = box.open(sealed, context)
-            except SecretError as error:
-                raise click.ClickException(f"MCP server {server_id}: {error}") from None
-            await mcp_server_reseal(conn, server_id, kind, sealed, box.seal(opened, context))
-            done += 1
-        return done
-
-    click.echo(f"re-sealed {with_database(rekey)} MCP secrets", err=True)
+    rekey_or_exit()

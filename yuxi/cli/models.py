@@ -8,7 +8,15 @@ from typing import Any
 
 import click
 
-from yuxi.cli.connect import JSON_HELP, echo_json, echo_table, settings_or_exit, when, with_database
+from yuxi.cli.connect import (
+    JSON_HELP,
+    database_url_or_exit,
+    echo_json,
+    echo_table,
+    settings_or_exit,
+    when,
+    with_database,
+)
 
 
 @click.group()
@@ -44,8 +52,8 @@ def add_command(spec: str, **options: Any) -> None:
     import uuid
 
     from yuxi.agents.models import ModelSpecError
+    from yuxi.cli.server_key import server_key_or_exit
     from yuxi.models.registry import registry_fields, sealed_key
-    from yuxi.models.secret_box import SecretBox
     from yuxi.queue.models import model_create
 
     key = _key(options.pop("api_key_env"), options.pop("api_key_stdin"))
@@ -69,7 +77,8 @@ def add_command(spec: str, **options: Any) -> None:
         fields = registry_fields(body)
     except ModelSpecError as error:
         raise click.ClickException(str(error)) from None
-    box = SecretBox.from_env(settings_or_exit().home)
+    settings = settings_or_exit()
+    box = server_key_or_exit(settings, database_url_or_exit(settings))
     model_id = uuid.uuid4()
     sealed, hint = sealed_key(box, model_id, key)
     row = with_database(
@@ -149,29 +158,12 @@ def remove_command(spec: str) -> None:
 
 @model.command("rekey")
 def rekey_command() -> None:
-    """Re-seal every stored key (platform and users' own) under the current server key.
+    """Re-seal every stored secret under the current server key: the models' keys
+    (platform and users' own) and the MCP servers' headers and env (as ``yuxi mcp rekey``
+    does); then the database records the new key.
 
     For a rotation: set the new YUXI_SECRET_KEY, put the old one in
     YUXI_SECRET_KEY_PREVIOUS, run this, then drop the old key."""
-    from yuxi.models.registry import model_context
-    from yuxi.models.secret_box import SecretBox, SecretError
-    from yuxi.queue.models import model_reseal, model_sealed_keys
+    from yuxi.cli.server_key import rekey_or_exit
 
-    box = SecretBox.from_env(settings_or_exit().home)
-
-    async def rekey(conn: Any) -> tuple[int, int]:
-        done = kept = 0
-        for model_id, sealed in await model_sealed_keys(conn):
-            if not box.needs_rekey(sealed):
-                kept += 1
-                continue
-            try:
-                key = box.open(sealed, model_context(model_id))
-            except SecretError as error:
-                raise click.ClickException(f"model {model_id}: {error}") from None
-            await model_reseal(conn, model_id, sealed, box.seal(key, model_context(model_id)))
-            done += 1
-        return done, kept
-
-    done, kept = with_database(rekey)
-    click.echo(f"re-sealed {done} keys; {kept} already under the current key", err=True)
+    rekey_or_exit()

@@ -16,6 +16,7 @@ import click
 
 from yuxi.cli.connect import database_url_or_exit, settings_or_exit
 from yuxi.cli.db import migrate_or_exit
+from yuxi.cli.server_key import server_key_or_exit
 
 
 @click.command()
@@ -36,6 +37,7 @@ def up(port: int | None) -> None:
     url = database_url_or_exit(settings)
     migrate_or_exit(url)
     _configure_logging()
+    server_key_or_exit(settings, url, wait=True)
     admin_token, login_code = asyncio.run(_seed(url))
     base_url = f"http://{settings.host}:{settings.port}"
     click.echo(f"database: {url}")
@@ -72,6 +74,7 @@ def api(port: int | None) -> None:
     settings = settings_or_exit(port)
     url = database_url_or_exit(settings)
     _configure_logging()
+    server_key_or_exit(settings, url, wait=True)
     from yuxi.api.server import serve_api
 
     click.echo(f"api: http://{settings.host}:{settings.port}")
@@ -148,6 +151,7 @@ def worker(metrics_port: int | None, metrics_host: str | None) -> None:
     settings = settings_or_exit()
     url = database_url_or_exit(settings)
     _configure_logging()
+    server_key_or_exit(settings, url, wait=True)
     if metrics_port is not None:
         _serve_worker_metrics(metrics_port, metrics_host or settings.host)
     click.echo(f"worker running ({settings.worker_concurrency} at once); Ctrl-C to stop", err=True)

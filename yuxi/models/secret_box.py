@@ -10,6 +10,10 @@ A sealed value is ``b"y1" + key id (8 bytes) + nonce (12) + ciphertext``; the ke
 the first 8 bytes of the key's SHA-256, so a value names the key it needs without
 revealing it. Each value is bound to a context string (e.g. the model's id) as GCM
 associated data: a ciphertext copied into another row does not open there.
+
+Every host of one database needs the same server key: the database records its
+identifier (``server_key_id``, a keyed hash; yuxi/models/server_key.py checks it at
+start).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +33,9 @@ from yuxi.settings import SettingsError
 
 VERSION = b"y1"
 KEY_FILE = "secret.key"
+# what the identifier the database records is the HMAC of: a fixed label, so the
+# identifier is of no use for anything but telling keys apart
+_KEY_ID_LABEL = b"yuxi server key identifier v1"
 
 
 class SecretError(ValueError):
@@ -37,6 +45,13 @@ class SecretError(ValueError):
 
 def _key_id(key: bytes) -> bytes:
     return hashlib.sha256(key).digest()[:8]
+
+
+def server_key_id(key: bytes) -> str:
+    """The identifier the database records for a server key: HMAC-SHA256 of a fixed
+    label under the key, its first 16 bytes in hex. It names the key without revealing
+    it (and without the key, none can be made to match)."""
+    return hmac.new(key, _KEY_ID_LABEL, hashlib.sha256).digest()[:16].hex()
 
 
 def _decode_key(raw: str, name: str) -> bytes:
@@ -91,6 +106,16 @@ class SecretBox:
             "the stored secret was sealed with a server key that is not configured"
             " (set it in YUXI_SECRET_KEY_PREVIOUS)"
         )
+
+    @property
+    def key_id(self) -> str:
+        """The current key's identifier (``server_key_id``)."""
+        return server_key_id(self.current)
+
+    @property
+    def previous_key_ids(self) -> list[str]:
+        """The previous keys' identifiers, in the order YUXI_SECRET_KEY_PREVIOUS lists them."""
+        return [server_key_id(key) for key in self.previous]
 
     def needs_rekey(self, value: bytes) -> bool:
         """Whether ``value`` was sealed with a key other than the current one."""
