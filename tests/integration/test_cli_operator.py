@@ -420,5 +420,6 @@ def test_a_fresh_home_says_to_migrate_then_lists(tmp_path: Path) -> None:
     assert before.returncode == 1
     assert "yuxi db migrate" in before.stderr and "Traceback" not in before.stderr
     assert yuxi("db", "migrate").returncode == 0
-    assert json.loads(yuxi("agent", "list", "--json").stdout) == []
+    # migrate seeds the built-in agents
+    assert [a["slug"] for a in json.loads(yuxi("agent", "list", "--json").stdout)] == ["chatbot"]
     assert json.loads(yuxi("queue", "show", "--json").stdout) == []

@@ -3,10 +3,61 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from yuxi.cli.connect import database_url_or_exit, settings_or_exit
+
+# The agents every yuxi database has, as (slug, name, backend, config, description):
+# created when their slug is free, never changed once there (an operator may edit them)
+BUILTIN_AGENTS: tuple[tuple[str, str, str, dict[str, Any], str], ...] = (
+    (
+        "chatbot",
+        "Chatbot",
+        "chatbot",
+        {"context": {"model": "builtin:scripted"}},
+        "A general assistant; its default model is the offline builtin:scripted",
+    ),
+)
+
+
+def seed_agents_or_exit(url: str, *, wait: bool = False) -> list[str]:
+    """Creates each built-in agent whose slug is free (``yuxi.agent_seed``), on every
+    start path (``yuxi db migrate``, ``up``, ``api``, ``worker``); an existing one,
+    edited or deleted, is left as it is. Returns the slugs created, each named on
+    stderr. ``wait``: while the database cannot be reached, try again."""
+    import asyncio
+    import logging
+
+    import psycopg
+    from psycopg import AsyncConnection
+
+    from yuxi.db.outages import until_reachable
+    from yuxi.queue.agents import agent_seed
+    from yuxi.queue.errors import QueueError
+
+    async def seed() -> list[str]:
+        async with await AsyncConnection.connect(url, autocommit=True) as conn:
+            return [
+                slug
+                for slug, name, backend, config, description in BUILTIN_AGENTS
+                if await agent_seed(conn, slug, name, backend, config, description)
+            ]
+
+    async def seeded() -> list[str]:
+        if wait:
+            log = logging.getLogger("yuxi.agents")
+            return await until_reachable(seed, log=log, what="seed the built-in agents")
+        return await seed()
+
+    try:
+        created = asyncio.run(seeded())
+    except (QueueError, psycopg.Error) as error:
+        raise click.ClickException(f"cannot seed the built-in agents: {error}") from None
+    for slug in created:
+        click.echo(f"created the built-in agent {slug}", err=True)
+    return created
 
 
 def migrate_or_exit(url: str) -> list[str]:
@@ -26,13 +77,16 @@ def db() -> None:
 
 @db.command("migrate")
 def db_migrate() -> None:
-    """Apply yuxi's, procrastinate's and the LangGraph checkpointer's migrations.
+    """Apply yuxi's, procrastinate's and the LangGraph checkpointer's migrations, then
+    create the built-in agents (`chatbot`) that are missing (never changing one).
 
     Safe to run concurrently and repeatedly: runners take turns on an advisory lock
     and a second run finds nothing to do.
     """
     settings = settings_or_exit()
-    applied = migrate_or_exit(database_url_or_exit(settings))
+    url = database_url_or_exit(settings)
+    applied = migrate_or_exit(url)
+    seed_agents_or_exit(url)
     click.echo(f"applied {len(applied)} migration(s)" if applied else "database is up to date")
 
 

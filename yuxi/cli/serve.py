@@ -1,5 +1,5 @@
-"""``yuxi up``, ``yuxi api``, ``yuxi worker``: the long-running processes, their
-signals and their logging."""
+"""``yuxi up``, ``yuxi api``, ``yuxi worker``: the long-running processes, what they do
+before they serve (``_ready``), their signals and their logging."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from collections.abc import Awaitable, Callable
 import click
 
 from yuxi.cli.connect import database_url_or_exit, settings_or_exit
-from yuxi.cli.db import migrate_or_exit
+from yuxi.cli.db import migrate_or_exit, seed_agents_or_exit
 from yuxi.cli.server_key import server_key_or_exit
+from yuxi.settings import Settings
 
 
 @click.command()
@@ -37,8 +38,8 @@ def up(port: int | None) -> None:
     url = database_url_or_exit(settings)
     migrate_or_exit(url)
     _configure_logging()
-    server_key_or_exit(settings, url, wait=True)
-    admin_token, login_code = asyncio.run(_seed(url))
+    _ready(settings, url)
+    admin_token, login_code = asyncio.run(_seed_admin(url))
     base_url = f"http://{settings.host}:{settings.port}"
     click.echo(f"database: {url}")
     click.echo(f"api: {base_url}")
@@ -68,13 +69,14 @@ def up(port: int | None) -> None:
 @click.command()
 @click.option("--port", type=int, default=None, help="HTTP port (default: YUXI_PORT or 8000).")
 def api(port: int | None) -> None:
-    """Serve the HTTP API only (run workers separately with `yuxi worker`)."""
+    """Serve the HTTP API only (run workers separately with `yuxi worker`). Waits for the
+    database, checks the server key and seeds the missing built-in agents first."""
     gc.disable()  # until the API has started: see serve_api
     stop = _catch_stop_signals()
     settings = settings_or_exit(port)
     url = database_url_or_exit(settings)
     _configure_logging()
-    server_key_or_exit(settings, url, wait=True)
+    _ready(settings, url)
     from yuxi.api.server import serve_api
 
     click.echo(f"api: http://{settings.host}:{settings.port}")
@@ -94,26 +96,26 @@ async def _together(*services: Awaitable[None]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _seed(url: str) -> tuple[str | None, str | None]:
-    """The default agent and, while there is no admin, an `admin` user; returns the new
-    admin's token and a console login code for it (both shown once), or two Nones."""
+def _ready(settings: Settings, url: str) -> None:
+    """What every serving process does before it serves, once its database answers (it
+    waits for it): the server key is checked against the database's (recorded on first
+    start; another key exits with an error), and the built-in agents that are missing
+    are created."""
+    server_key_or_exit(settings, url, wait=True)
+    seed_agents_or_exit(url, wait=True)
+
+
+async def _seed_admin(url: str) -> tuple[str | None, str | None]:
+    """While there is no admin, an `admin` user; returns the new admin's token and a
+    console login code for it (both shown once), or two Nones."""
 
     from psycopg import AsyncConnection
 
-    from yuxi.queue.agents import agent_seed
     from yuxi.queue.errors import QueueError
     from yuxi.queue.login_codes import login_code_create
     from yuxi.queue.users import token_authenticate, user_seed_admin
 
     async with await AsyncConnection.connect(url, autocommit=True) as conn:
-        await agent_seed(
-            conn,
-            "chatbot",
-            "Chatbot",
-            "chatbot",
-            {"context": {"model": "builtin:scripted"}},
-            "A general assistant; its default model is the offline builtin:scripted",
-        )
         try:
             token = await user_seed_admin(conn, "admin")
         except QueueError as error:  # a non-admin user already has the name
@@ -140,7 +142,9 @@ async def _seed(url: str) -> tuple[str | None, str | None]:
 )
 def worker(metrics_port: int | None, metrics_host: str | None) -> None:
     """Run a worker: execute runs delivered from the queue, reconcile expired leases and
-    re-deliver lost deliveries. Run as many as you like against one PostgreSQL.
+    re-deliver lost deliveries. Run as many as you like against one PostgreSQL (with the
+    same server key). Waits for the database, checks the server key and seeds the
+    missing built-in agents first.
 
     SIGINT/SIGTERM stop taking runs; running ones get YUXI_SHUTDOWN_GRACE_SECONDS to
     finish and are then released for another worker.
@@ -151,7 +155,7 @@ def worker(metrics_port: int | None, metrics_host: str | None) -> None:
     settings = settings_or_exit()
     url = database_url_or_exit(settings)
     _configure_logging()
-    server_key_or_exit(settings, url, wait=True)
+    _ready(settings, url)
     if metrics_port is not None:
         _serve_worker_metrics(metrics_port, metrics_host or settings.host)
     click.echo(f"worker running ({settings.worker_concurrency} at once); Ctrl-C to stop", err=True)
