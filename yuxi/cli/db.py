@@ -1,8 +1,10 @@
-"""``yuxi db …``: migrate the database, list its migrations, print its URL."""
+"""``yuxi db …``: migrate the database, list its migrations, print its URL, dump it to
+one file and restore it."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -72,7 +74,7 @@ def migrate_or_exit(url: str) -> list[str]:
 
 @click.group()
 def db() -> None:
-    """The database: migrate it, see its migrations, print its URL."""
+    """The database: migrate it, see its migrations, print its URL, dump and restore it."""
 
 
 @db.command("migrate")
@@ -138,3 +140,70 @@ def db_url() -> None:
             " keep `yuxi up` running while you use this URL",
             err=True,
         )
+
+
+@db.command("dump")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def db_dump(file: Path) -> None:
+    """Dump the whole database into FILE (pg_dump's custom format): users, agents,
+    conversations, runs, events, checkpoints, the queue, models and sealed secrets.
+
+    Uses the server's own pg_dump: the embedded wheel's for the embedded server, else a
+    pg_dump on PATH (or the embedded wheel's) at least as new as the server. FILE is
+    written to a temporary file next to it and renamed once complete: a failed dump
+    leaves no file. Not in the dump: the server key (back it up apart) and the files
+    under YUXI_HOME.
+    """
+    import psycopg
+
+    from yuxi.db.dump import DumpError, dump
+
+    settings = settings_or_exit()
+    url = database_url_or_exit(settings)
+    try:
+        dump(url, file, embedded=not settings.database_url, progress=_say)
+    except DumpError as error:
+        raise click.ClickException(str(error)) from None
+    except psycopg.Error as error:
+        raise click.ClickException(f"cannot dump the database: {error}") from None
+
+
+@db.command("restore")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace a database that already holds yuxi's state (dumped first to"
+    " yuxi-before-restore-<time>.dump next to FILE).",
+)
+def db_restore(file: Path, force: bool) -> None:
+    """Restore FILE (made by `yuxi db dump`) into the database in use, then migrate it,
+    so that a dump of an older yuxi comes up to date.
+
+    The restore is one transaction: it fails whole or not at all. A database that
+    already holds yuxi's state is refused unless --force; with it, the current state is
+    dumped to a safety file first, then replaced. Stop every yuxi process using the
+    database first (a restore with other sessions connected is refused).
+    """
+    import psycopg
+
+    from yuxi.cli.server_key import restored_key_note
+    from yuxi.db.dump import DumpError, restore
+
+    settings = settings_or_exit()
+    url = database_url_or_exit(settings)
+    try:
+        restore(url, file, embedded=not settings.database_url, replace=force, progress=_say)
+    except DumpError as error:
+        raise click.ClickException(str(error)) from None
+    except psycopg.Error as error:
+        raise click.ClickException(f"cannot restore the database: {error}") from None
+    _say("restored; bringing the schema up to date")
+    applied = migrate_or_exit(url)
+    _say(f"applied {len(applied)} migration(s)" if applied else "the schema is up to date")
+    restored_key_note(settings, url)
+    click.echo(f"restored {file}")
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)

