@@ -32,6 +32,10 @@ from yuxi.queue.users import new_token, token_hash
 HEALTH = "/api/system/health"
 
 
+# a fixed key for benchmark processes (never a key anything real is sealed with)
+BENCH_SECRET_KEY = "eXV4aS1iZW5jaG1hcmstc2VydmVyLWtleS0wMDAwMDA="
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -249,6 +253,8 @@ def _launch(
         "YUXI_DATABASE_URL": url,
         "YUXI_HOME": str(home),
         "YUXI_LOG_LEVEL": "INFO",  # as shipped: one access line per request, to a file
+        # every process of a benchmark shares one server key, as hosts of a database must
+        "YUXI_SECRET_KEY": os.environ.get("YUXI_SECRET_KEY") or BENCH_SECRET_KEY,
         **settings,
     }
     env.pop("YUXI_BENCH_DATABASE_URL", None)
