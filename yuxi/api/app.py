@@ -39,6 +39,7 @@ from yuxi.api.routes.users import UsersController
 from yuxi.api.routes.workspace import WorkspaceController
 from yuxi.api.state import AppState
 from yuxi.db.pools import app_pool, checkpointer_pool
+from yuxi.files.store import PostgresFileStore
 from yuxi.models.secret_box import SecretBox
 from yuxi.resources import DatabaseCatalog
 from yuxi.settings import Settings
@@ -74,6 +75,7 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             hub,
             DatabaseCatalog(pool),
             SecretBox.from_env(settings.home),
+            PostgresFileStore(pool),
         )
         try:
             yield

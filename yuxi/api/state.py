@@ -1,5 +1,5 @@
 """What the API process shares between requests: pools, the event hub, the checkpointer,
-the resource catalog."""
+the resource catalog, the file store."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.api.event_hub import EventHub
+from yuxi.files.store import FileStore
 from yuxi.models.secret_box import SecretBox
 from yuxi.resources import ResourceCatalog
 from yuxi.settings import Settings
@@ -28,6 +29,8 @@ class AppState:
     catalog: ResourceCatalog
     # seals the model keys users send (never opened in the API)
     secrets: SecretBox
+    # every file: attachments, workdirs, workspaces, knowledge-base originals
+    files: FileStore
     _checkpointer: AsyncPostgresSaver | None = field(default=None, init=False)
 
     @property

@@ -46,6 +46,7 @@ from yuxi.db.pools import app_pool, checkpointer_pool, procrastinate_pool
 from yuxi.knowledge.ingest import MAX_ATTEMPTS, ingest_document
 from yuxi.knowledge.search import DatabaseKnowledge
 from yuxi.mcp.discovery import discover_server_tools
+from yuxi.queue.files import file_gc
 from yuxi.queue.knowledge import kb_document_redeliver_stalled
 from yuxi.queue.maintenance import (
     delivery_prune,
@@ -201,6 +202,18 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Re
                     document.status,
                 )
             await delivery_prune(conn, stalled_seconds=recovery.stalled_seconds)
+
+    @app.periodic(cron=every)
+    @app.task(name="yuxi_collect_files", queue=MAINTENANCE_QUEUE)
+    async def collect_files(timestamp: int) -> None:
+        async with runtime.pool.connection() as conn:
+            removed = await file_gc(conn)
+        if removed.contents:
+            log.info(
+                "files: %d contents no file names removed (%d bytes)",
+                removed.contents,
+                removed.bytes,
+            )
 
     @app.periodic(cron=every)
     @app.task(name="yuxi_tick_schedules", queue=MAINTENANCE_QUEUE)
