@@ -60,6 +60,8 @@ CREATE TABLE yuxi.file_trees (
     root       text NOT NULL CHECK (root = '' OR yuxi.file_path_is_valid(root)),
     bytes      bigint NOT NULL DEFAULT 0 CHECK (bytes >= 0),
     files      integer NOT NULL DEFAULT 0 CHECK (files >= 0),
+    -- one more with every change of its files: a cache that saw this version is current
+    version    bigint NOT NULL DEFAULT 0,
     created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     CHECK ((kind = 'workspace') = (root = '')),
     CHECK (kind <> 'workdir' OR root ~ '^(threads|projects)/'),
@@ -251,7 +253,7 @@ CREATE FUNCTION yuxi.file_put(
     p_tree_id uuid, p_path text, p_content_id bigint, p_sha256 text,
     p_media_type text DEFAULT 'application/octet-stream',
     p_writer_uid uuid DEFAULT NULL, p_writer_run uuid DEFAULT NULL,
-    p_now timestamptz DEFAULT NULL
+    p_now timestamptz DEFAULT NULL, p_replaces text DEFAULT NULL
 ) RETURNS yuxi.file_info
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -288,6 +290,10 @@ BEGIN
     END IF;
     SELECT * INTO v_limits FROM yuxi.file_limits;
     SELECT * INTO v_old FROM yuxi.files f WHERE f.tree_id = p_tree_id AND f.path = p_path;
+    -- a read-modify-write (a memory edit) replaces only the version it read
+    IF p_replaces IS NOT NULL AND coalesce(v_old.sha256, '') <> p_replaces THEN
+        RAISE EXCEPTION '% changed since it was read', p_path USING ERRCODE = 'YF002', HINT = 'file_changed';
+    END IF;
     IF v_content.bytes > v_limits.file_max_bytes THEN
         RAISE EXCEPTION '% is % bytes; a file may have at most %', p_path, v_content.bytes,
             v_limits.file_max_bytes USING ERRCODE = 'YF001', HINT = 'payload_too_large';
@@ -320,7 +326,8 @@ BEGIN
     RETURNING * INTO v_file;
     UPDATE yuxi.file_trees t
     SET bytes = t.bytes - coalesce(v_old.bytes, 0) + v_content.bytes,
-        files = t.files + CASE WHEN v_old.path IS NULL THEN 1 ELSE 0 END
+        files = t.files + CASE WHEN v_old.path IS NULL THEN 1 ELSE 0 END,
+        version = t.version + 1
     WHERE t.id = p_tree_id;
     UPDATE yuxi.file_owners o SET bytes = o.bytes - coalesce(v_old.bytes, 0) + v_content.bytes
     WHERE o.uid = v_tree.owner_uid;
@@ -328,8 +335,8 @@ BEGIN
             v_file.content_id, v_content.chunks, v_file.written_by_uid, v_file.written_by_run)::yuxi.file_info;
 END;
 $$;
-COMMENT ON FUNCTION yuxi.file_put(uuid, text, bigint, text, text, uuid, uuid, timestamptz) IS
-    'Writer: links an unfinished content at a path of a tree (replacing what was there) as one file with that SHA-256, within the limits of yuxi.file_limits. Raises invalid_input (YV001), not_found (YN001), payload_too_large (YF001)';
+COMMENT ON FUNCTION yuxi.file_put(uuid, text, bigint, text, text, uuid, uuid, timestamptz, text) IS
+    'Writer: links an unfinished content at a path of a tree (replacing what was there; with p_replaces, only the file of that SHA-256, '''' for none) as one file with that SHA-256, within the limits of yuxi.file_limits. Raises invalid_input (YV001), not_found (YN001), payload_too_large (YF001), file_changed (YF002)';
 
 -- A whole file passed as one value (split into 1 MiB chunks here) written in one call:
 -- begin, append, put. For what a caller holds in memory anyway (a tool's write, a
@@ -338,7 +345,7 @@ CREATE FUNCTION yuxi.file_write(
     p_tree_id uuid, p_path text, p_data bytea,
     p_media_type text DEFAULT 'application/octet-stream',
     p_writer_uid uuid DEFAULT NULL, p_writer_run uuid DEFAULT NULL,
-    p_now timestamptz DEFAULT NULL
+    p_now timestamptz DEFAULT NULL, p_replaces text DEFAULT NULL
 ) RETURNS yuxi.file_info
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -358,10 +365,10 @@ BEGIN
         v_n := v_n + 1;
     END LOOP;
     RETURN yuxi.file_put(p_tree_id, p_path, v_content, encode(sha256(p_data), 'hex'),
-                         p_media_type, p_writer_uid, p_writer_run, p_now);
+                         p_media_type, p_writer_uid, p_writer_run, p_now, p_replaces);
 END;
 $$;
-COMMENT ON FUNCTION yuxi.file_write(uuid, text, bytea, text, uuid, uuid, timestamptz) IS
+COMMENT ON FUNCTION yuxi.file_write(uuid, text, bytea, text, uuid, uuid, timestamptz, text) IS
     'Writer: a whole file in one call (yuxi.file_content_begin, _append and yuxi.file_put). Raises as yuxi.file_put';
 
 -- Removes the file at p_path of the tree (or, with p_prefix, every file under that
@@ -388,7 +395,9 @@ BEGIN
         RETURNING f.bytes
     )
     SELECT count(*), coalesce(sum(g.bytes), 0) INTO v_files, v_bytes FROM gone g;
-    UPDATE yuxi.file_trees t SET bytes = t.bytes - v_bytes, files = t.files - v_files
+    UPDATE yuxi.file_trees t
+    SET bytes = t.bytes - v_bytes, files = t.files - v_files,
+        version = t.version + CASE WHEN v_files > 0 THEN 1 ELSE 0 END
     WHERE t.id = p_tree_id;
     UPDATE yuxi.file_owners o SET bytes = o.bytes - v_bytes WHERE o.uid = v_tree.owner_uid;
     RETURN v_files;
@@ -515,6 +524,35 @@ $$;
 COMMENT ON FUNCTION yuxi.workspace_file_tree(uuid) IS
     'The file tree of a user''s workspace (agents/AGENTS.md, USER.md, MEMORY.md, skills/), created when missing';
 
+-- The trees a run of the user in the conversation works on, for the worker's cache:
+-- {"workspace": {"id", "version"}, "workdir": {"id", "root", "version"}} (workdir null
+-- without a live conversation of the user). Made when missing.
+CREATE FUNCTION yuxi.run_file_trees(p_uid uuid, p_thread_id uuid) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+    v_id uuid;
+    v_workspace yuxi.file_trees;
+    v_workdir yuxi.file_trees;
+BEGIN
+    -- made first, read after: a statement does not see the rows it inserts
+    v_id := yuxi.workspace_file_tree(p_uid);
+    SELECT * INTO v_workspace FROM yuxi.file_trees t WHERE t.id = v_id;
+    SELECT * INTO v_conv FROM yuxi.conversations c
+    WHERE c.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active';
+    IF FOUND THEN
+        v_id := yuxi.thread_file_tree(p_uid, p_thread_id);
+        SELECT * INTO v_workdir FROM yuxi.file_trees t WHERE t.id = v_id;
+    END IF;
+    RETURN jsonb_build_object(
+        'workspace', jsonb_build_object('id', v_workspace.id, 'version', v_workspace.version),
+        'workdir', CASE WHEN v_workdir.id IS NULL THEN NULL ELSE
+            jsonb_build_object('id', v_workdir.id, 'root', v_workdir.root, 'version', v_workdir.version) END);
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_file_trees(uuid, uuid) IS
+    'Worker: the workspace and workdir trees a run of the user in the conversation works on, with their versions (made when missing)';
+
 -- A knowledge base's tree (its documents' originals, by document id), its owner's.
 -- Access is the caller's to check (the kb_* functions do). Raises not_found (YN001).
 CREATE FUNCTION yuxi.kb_file_tree(p_kb_id uuid) RETURNS uuid
@@ -531,3 +569,107 @@ END;
 $$;
 COMMENT ON FUNCTION yuxi.kb_file_tree(uuid) IS
     'The file tree of a knowledge base (its documents'' originals, named by document id), its owner''s, created when missing. Raises not_found (YN001)';
+
+-- The claim returns the run's file trees too (a new column: the function is made again).
+DROP FUNCTION yuxi.run_claim_execution(uuid, text, double precision, timestamptz);
+CREATE FUNCTION yuxi.run_claim_execution(
+    p_run_id uuid, p_worker text, p_lease_seconds double precision, p_now timestamptz DEFAULT NULL
+) RETURNS TABLE (
+    run_id               uuid,
+    thread_id            uuid,
+    uid                  uuid,
+    agent_slug           text,
+    request_id           text,
+    run_type             text,
+    created_by_run_id    uuid,
+    input_message_id     bigint,
+    input_payload        jsonb,
+    lease_token          uuid,
+    lease_expires_at     timestamptz,
+    attempt_no           integer,
+    started_at           timestamptz,
+    manifest_fingerprint text,
+    backend_id           text,
+    agent_config         jsonb,
+    agent_updated_at     timestamptz,
+    project_id           uuid,
+    workdir_path         text,
+    input_text           text,
+    identity_error       text,
+    visible_subagents    text[],
+    attachments          jsonb,
+    model                jsonb,
+    model_key_sealed     bytea,
+    input_attachments    jsonb,
+    catalog              jsonb,
+    credit_hold          numeric,
+    credit_error         text,
+    file_trees           jsonb
+)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_claim yuxi.claimed_run;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    v_claim := yuxi.run_claim(p_run_id, p_worker, p_lease_seconds, p_now);
+    RETURN QUERY
+    SELECT v_claim.run_id, v_claim.thread_id, v_claim.uid, v_claim.agent_slug, v_claim.request_id,
+           v_claim.run_type, v_claim.created_by_run_id, v_claim.input_message_id,
+           v_claim.input_payload, v_claim.lease_token, v_claim.lease_expires_at,
+           v_claim.attempt_no, v_claim.started_at, v_claim.manifest_fingerprint,
+           i.backend_id, i.agent_config, i.agent_updated_at, i.project_id, i.workdir_path,
+           i.input_text, i.identity_error, i.visible_subagents, i.attachments, i.model,
+           i.model_key_sealed, i.input_attachments, i.catalog, f.hold, f.error,
+           yuxi.run_file_trees(v_claim.uid, v_claim.thread_id)
+    FROM yuxi.run_execution_input(p_run_id) i
+    CROSS JOIN LATERAL yuxi.credit_freeze(p_run_id, v_claim.uid, i.model) f;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_claim_execution(uuid, text, double precision, timestamptz) IS
+    'Worker: yuxi.run_claim and yuxi.run_execution_input in one call, with the run''s credit freeze (yuxi.credit_freeze: credit_hold, or credit_error when the balance cannot cover it) and its file trees (yuxi.run_file_trees), committed without waiting for the WAL flush (the manifest''s synchronous commit makes it durable). Raises as yuxi.run_claim';
+
+-- Knowledge-base originals live in the file store: deleting a document removes its file,
+-- deleting a knowledge base drops its tree, each in the same transaction as the rows.
+COMMENT ON TABLE yuxi.kb_documents IS
+    'Documents of a knowledge base, one per content (sha256 unique per knowledge base); the original is the file named by its id in the knowledge base''s file tree (yuxi.kb_file_tree). Status queued, processing, ready, failed';
+
+CREATE OR REPLACE FUNCTION yuxi.kb_delete(p_uid uuid, p_kb_id uuid) RETURNS SETOF uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_kb yuxi.knowledge_bases;
+BEGIN
+    v_kb := yuxi.kb_access(p_uid, p_kb_id, true);
+    PERFORM 1 FROM yuxi.knowledge_bases k WHERE k.id = p_kb_id FOR UPDATE;
+    RETURN QUERY SELECT d.id FROM yuxi.kb_documents d WHERE d.kb_id = p_kb_id;
+    DELETE FROM public.procrastinate_jobs j
+    USING yuxi.kb_documents d
+    WHERE d.kb_id = p_kb_id AND j.id = d.ingest_job_id AND j.status = 'todo';
+    DELETE FROM yuxi.knowledge_bases k WHERE k.id = p_kb_id;  -- documents, chunks, shares cascade
+    -- after the documents: an upload linking an original holds its document's row, so
+    -- this sees the tree as that upload committed it
+    PERFORM yuxi.file_tree_drop(t.id) FROM yuxi.file_trees t
+    WHERE t.owner_uid = v_kb.uid AND t.kind = 'knowledge_base' AND t.root = p_kb_id::text;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.kb_delete(uuid, uuid) IS
+    'API: deletes the caller''s knowledge base, its documents, chunks, waiting ingestion jobs and file tree (the originals); returns the documents'' ids. Raises not_found (YN001), forbidden (YA001)';
+
+CREATE OR REPLACE FUNCTION yuxi.kb_document_delete(p_uid uuid, p_kb_id uuid, p_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_kb yuxi.knowledge_bases;
+    v_job bigint;
+BEGIN
+    v_kb := yuxi.kb_access(p_uid, p_kb_id, true);
+    DELETE FROM yuxi.kb_documents d WHERE d.id = p_id AND d.kb_id = p_kb_id
+    RETURNING d.ingest_job_id INTO v_job;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'document % not found', p_id USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    DELETE FROM public.procrastinate_jobs j WHERE j.id = v_job AND j.status = 'todo';
+    PERFORM yuxi.file_delete(t.id, p_id::text) FROM yuxi.file_trees t
+    WHERE t.owner_uid = v_kb.uid AND t.kind = 'knowledge_base' AND t.root = p_kb_id::text;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.kb_document_delete(uuid, uuid, uuid) IS
+    'API: deletes a document of the caller''s knowledge base, its chunks, its waiting ingestion job and its original file. Raises not_found (YN001), forbidden (YA001)';

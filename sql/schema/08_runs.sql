@@ -192,7 +192,8 @@ CREATE FUNCTION yuxi.run_claim_execution(
     input_attachments    jsonb,
     catalog              jsonb,
     credit_hold          numeric,
-    credit_error         text
+    credit_error         text,
+    file_trees           jsonb
 )
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -207,13 +208,14 @@ BEGIN
            v_claim.attempt_no, v_claim.started_at, v_claim.manifest_fingerprint,
            i.backend_id, i.agent_config, i.agent_updated_at, i.project_id, i.workdir_path,
            i.input_text, i.identity_error, i.visible_subagents, i.attachments, i.model,
-           i.model_key_sealed, i.input_attachments, i.catalog, f.hold, f.error
+           i.model_key_sealed, i.input_attachments, i.catalog, f.hold, f.error,
+           yuxi.run_file_trees(v_claim.uid, v_claim.thread_id)
     FROM yuxi.run_execution_input(p_run_id) i
     CROSS JOIN LATERAL yuxi.credit_freeze(p_run_id, v_claim.uid, i.model) f;
 END;
 $$;
 COMMENT ON FUNCTION yuxi.run_claim_execution(uuid, text, double precision, timestamptz) IS
-    'Worker: yuxi.run_claim and yuxi.run_execution_input in one call, with the run''s credit freeze (yuxi.credit_freeze: credit_hold, or credit_error when the balance cannot cover it), committed without waiting for the WAL flush (the manifest''s synchronous commit makes it durable). Raises as yuxi.run_claim';
+    'Worker: yuxi.run_claim and yuxi.run_execution_input in one call, with the run''s credit freeze (yuxi.credit_freeze: credit_hold, or credit_error when the balance cannot cover it) and its file trees (yuxi.run_file_trees), committed without waiting for the WAL flush (the manifest''s synchronous commit makes it durable). Raises as yuxi.run_claim';
 
 -- Raises lease_lost unless p_token holds an unexpired lease on the locked run p_run.
 CREATE FUNCTION yuxi.lease_check(p_run yuxi.agent_runs, p_token uuid, p_now timestamptz)

@@ -58,6 +58,8 @@ CREATE TABLE yuxi.file_trees (
     root       text NOT NULL CHECK (root = '' OR yuxi.file_path_is_valid(root)),
     bytes      bigint NOT NULL DEFAULT 0 CHECK (bytes >= 0),
     files      integer NOT NULL DEFAULT 0 CHECK (files >= 0),
+    -- one more with every change of its files: a cache that saw this version is current
+    version    bigint NOT NULL DEFAULT 0,
     created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     CHECK ((kind = 'workspace') = (root = '')),
     CHECK (kind <> 'workdir' OR root ~ '^(threads|projects)/'),
@@ -249,7 +251,7 @@ CREATE FUNCTION yuxi.file_put(
     p_tree_id uuid, p_path text, p_content_id bigint, p_sha256 text,
     p_media_type text DEFAULT 'application/octet-stream',
     p_writer_uid uuid DEFAULT NULL, p_writer_run uuid DEFAULT NULL,
-    p_now timestamptz DEFAULT NULL
+    p_now timestamptz DEFAULT NULL, p_replaces text DEFAULT NULL
 ) RETURNS yuxi.file_info
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -286,6 +288,10 @@ BEGIN
     END IF;
     SELECT * INTO v_limits FROM yuxi.file_limits;
     SELECT * INTO v_old FROM yuxi.files f WHERE f.tree_id = p_tree_id AND f.path = p_path;
+    -- a read-modify-write (a memory edit) replaces only the version it read
+    IF p_replaces IS NOT NULL AND coalesce(v_old.sha256, '') <> p_replaces THEN
+        RAISE EXCEPTION '% changed since it was read', p_path USING ERRCODE = 'YF002', HINT = 'file_changed';
+    END IF;
     IF v_content.bytes > v_limits.file_max_bytes THEN
         RAISE EXCEPTION '% is % bytes; a file may have at most %', p_path, v_content.bytes,
             v_limits.file_max_bytes USING ERRCODE = 'YF001', HINT = 'payload_too_large';
@@ -318,7 +324,8 @@ BEGIN
     RETURNING * INTO v_file;
     UPDATE yuxi.file_trees t
     SET bytes = t.bytes - coalesce(v_old.bytes, 0) + v_content.bytes,
-        files = t.files + CASE WHEN v_old.path IS NULL THEN 1 ELSE 0 END
+        files = t.files + CASE WHEN v_old.path IS NULL THEN 1 ELSE 0 END,
+        version = t.version + 1
     WHERE t.id = p_tree_id;
     UPDATE yuxi.file_owners o SET bytes = o.bytes - coalesce(v_old.bytes, 0) + v_content.bytes
     WHERE o.uid = v_tree.owner_uid;
@@ -326,8 +333,8 @@ BEGIN
             v_file.content_id, v_content.chunks, v_file.written_by_uid, v_file.written_by_run)::yuxi.file_info;
 END;
 $$;
-COMMENT ON FUNCTION yuxi.file_put(uuid, text, bigint, text, text, uuid, uuid, timestamptz) IS
-    'Writer: links an unfinished content at a path of a tree (replacing what was there) as one file with that SHA-256, within the limits of yuxi.file_limits. Raises invalid_input (YV001), not_found (YN001), payload_too_large (YF001)';
+COMMENT ON FUNCTION yuxi.file_put(uuid, text, bigint, text, text, uuid, uuid, timestamptz, text) IS
+    'Writer: links an unfinished content at a path of a tree (replacing what was there; with p_replaces, only the file of that SHA-256, '''' for none) as one file with that SHA-256, within the limits of yuxi.file_limits. Raises invalid_input (YV001), not_found (YN001), payload_too_large (YF001), file_changed (YF002)';
 
 -- A whole file passed as one value (split into 1 MiB chunks here) written in one call:
 -- begin, append, put. For what a caller holds in memory anyway (a tool's write, a
@@ -336,7 +343,7 @@ CREATE FUNCTION yuxi.file_write(
     p_tree_id uuid, p_path text, p_data bytea,
     p_media_type text DEFAULT 'application/octet-stream',
     p_writer_uid uuid DEFAULT NULL, p_writer_run uuid DEFAULT NULL,
-    p_now timestamptz DEFAULT NULL
+    p_now timestamptz DEFAULT NULL, p_replaces text DEFAULT NULL
 ) RETURNS yuxi.file_info
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -356,10 +363,10 @@ BEGIN
         v_n := v_n + 1;
     END LOOP;
     RETURN yuxi.file_put(p_tree_id, p_path, v_content, encode(sha256(p_data), 'hex'),
-                         p_media_type, p_writer_uid, p_writer_run, p_now);
+                         p_media_type, p_writer_uid, p_writer_run, p_now, p_replaces);
 END;
 $$;
-COMMENT ON FUNCTION yuxi.file_write(uuid, text, bytea, text, uuid, uuid, timestamptz) IS
+COMMENT ON FUNCTION yuxi.file_write(uuid, text, bytea, text, uuid, uuid, timestamptz, text) IS
     'Writer: a whole file in one call (yuxi.file_content_begin, _append and yuxi.file_put). Raises as yuxi.file_put';
 
 -- Removes the file at p_path of the tree (or, with p_prefix, every file under that
@@ -386,7 +393,9 @@ BEGIN
         RETURNING f.bytes
     )
     SELECT count(*), coalesce(sum(g.bytes), 0) INTO v_files, v_bytes FROM gone g;
-    UPDATE yuxi.file_trees t SET bytes = t.bytes - v_bytes, files = t.files - v_files
+    UPDATE yuxi.file_trees t
+    SET bytes = t.bytes - v_bytes, files = t.files - v_files,
+        version = t.version + CASE WHEN v_files > 0 THEN 1 ELSE 0 END
     WHERE t.id = p_tree_id;
     UPDATE yuxi.file_owners o SET bytes = o.bytes - v_bytes WHERE o.uid = v_tree.owner_uid;
     RETURN v_files;
@@ -512,6 +521,35 @@ LANGUAGE sql AS $$
 $$;
 COMMENT ON FUNCTION yuxi.workspace_file_tree(uuid) IS
     'The file tree of a user''s workspace (agents/AGENTS.md, USER.md, MEMORY.md, skills/), created when missing';
+
+-- The trees a run of the user in the conversation works on, for the worker's cache:
+-- {"workspace": {"id", "version"}, "workdir": {"id", "root", "version"}} (workdir null
+-- without a live conversation of the user). Made when missing.
+CREATE FUNCTION yuxi.run_file_trees(p_uid uuid, p_thread_id uuid) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv yuxi.conversations;
+    v_id uuid;
+    v_workspace yuxi.file_trees;
+    v_workdir yuxi.file_trees;
+BEGIN
+    -- made first, read after: a statement does not see the rows it inserts
+    v_id := yuxi.workspace_file_tree(p_uid);
+    SELECT * INTO v_workspace FROM yuxi.file_trees t WHERE t.id = v_id;
+    SELECT * INTO v_conv FROM yuxi.conversations c
+    WHERE c.thread_id = p_thread_id AND c.uid = p_uid AND c.status = 'active';
+    IF FOUND THEN
+        v_id := yuxi.thread_file_tree(p_uid, p_thread_id);
+        SELECT * INTO v_workdir FROM yuxi.file_trees t WHERE t.id = v_id;
+    END IF;
+    RETURN jsonb_build_object(
+        'workspace', jsonb_build_object('id', v_workspace.id, 'version', v_workspace.version),
+        'workdir', CASE WHEN v_workdir.id IS NULL THEN NULL ELSE
+            jsonb_build_object('id', v_workdir.id, 'root', v_workdir.root, 'version', v_workdir.version) END);
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_file_trees(uuid, uuid) IS
+    'Worker: the workspace and workdir trees a run of the user in the conversation works on, with their versions (made when missing)';
 
 -- A knowledge base's tree (its documents' originals, by document id), its owner's.
 -- Access is the caller's to check (the kb_* functions do). Raises not_found (YN001).

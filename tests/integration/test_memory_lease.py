@@ -1,8 +1,10 @@
-"""The memory tools against the real database: yuxi.run_check_lease, and every tool
-call refused once its run's lease is gone (the file unchanged)."""
+"""The memory tools against the real database: yuxi.run_check_lease, every tool call
+refused once its run's lease is gone (the file unchanged), and the file itself in the
+store (edits as compare-and-swaps, so concurrent edits of two runs both land)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,9 +19,32 @@ from yuxi.agents.chatbot import ChatBotContext
 from yuxi.agents.graph import build_agent_graph
 from yuxi.agents.memory import MemoryRefused
 from yuxi.agents.services import RunServices, run_services
+from yuxi.files.cache import TreeCache
 from yuxi.files.memory import LeasedRunMemory
+from yuxi.files.store import PostgresFileStore
 from yuxi.files.workspace import MEMORY_FILE, PROMPT_LIMIT
 from yuxi.queue.runs import ClaimedRun, run_release
+
+
+class Workspace:
+    """The user's workspace tree in the store, and a worker's cache of it."""
+
+    def __init__(self, world: World, home: Path, uid: UUID, tree: UUID) -> None:
+        self.store = PostgresFileStore(world.pool)
+        self.tree = tree
+        self.cache = TreeCache(self.store, home, uid, tree, home / "workspaces" / str(uid))
+
+    async def put(self, text: str) -> None:
+        await self.store.write(self.tree, MEMORY_FILE, text.encode())
+
+    async def text(self) -> str | None:
+        data = await self.store.read(self.tree, MEMORY_FILE, limit=10 * PROMPT_LIMIT)
+        return None if data is None else data.decode()
+
+
+async def _workspace(world: World, home: Path, uid: UUID) -> Workspace:
+    tree = await PostgresFileStore(world.pool).workspace_tree(uid)
+    return Workspace(world, home, uid, tree)
 
 
 async def _claimed(world: World) -> ClaimedRun:
@@ -80,20 +105,20 @@ async def test_a_memory_call_after_the_lease_is_lost_is_refused(
     world: World, tmp_path: Path
 ) -> None:
     claimed = await _claimed(world)
-    workspace = tmp_path / "workspaces" / str(claimed.uid)
-    (workspace / "agents").mkdir(parents=True)
-    memory_file = workspace / MEMORY_FILE
-    memory_file.write_text("- likes tea\n")
+    workspace = await _workspace(world, tmp_path, claimed.uid)
+    await workspace.put("- likes tea\n")
     context = _memory_context(claimed, tmp_path / "work")
     memory = LeasedRunMemory(
-        world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace
+        world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace.cache
     )
     with run_services(RunServices(memory=memory)):
         append = '/tool memory_append {"text": "- has a cat"}'
         assert await _reply(context, append, "t1") == (
             "tool memory_append returned: appended to agents/MEMORY.md (25 bytes now)"
         )
-        assert memory_file.read_text() == "- likes tea\n\n- has a cat\n"
+        assert await workspace.text() == "- likes tea\n\n- has a cat\n"
+        # the worker's cached copy follows
+        assert (workspace.cache.directory / MEMORY_FILE).read_text() == await workspace.text()
         assert await _reply(context, "/tool memory_read {}", "t2") == (
             "tool memory_read returned: - likes tea\n\n- has a cat\n"
         )
@@ -110,42 +135,40 @@ async def test_a_memory_call_after_the_lease_is_lost_is_refused(
         ):
             name = query.split()[1]
             assert await _reply(context, query, f"t-{name}") == f"tool {name} failed: {refused}"
-        assert memory_file.read_text() == "- likes tea\n\n- has a cat\n"
+        assert await workspace.text() == "- likes tea\n\n- has a cat\n"
 
 
 async def test_memory_is_refused_to_another_run_and_outside_a_worker(
     world: World, tmp_path: Path
 ) -> None:
     claimed = await _claimed(world)
-    workspace = tmp_path / "workspaces" / str(claimed.uid)
-    (workspace / "agents").mkdir(parents=True)
-    (workspace / MEMORY_FILE).write_text("notes\n")
+    workspace = await _workspace(world, tmp_path, claimed.uid)
+    await workspace.put("notes\n")
     context = _memory_context(claimed, tmp_path / "work")
     query = '/tool memory_append {"text": "x"}'
     assert await _reply(context, query, "no-worker") == (
         "tool memory_append failed: memory tools work only in a run executed by a yuxi worker"
     )
-    other = LeasedRunMemory(world.pool, uuid4(), claimed.uid, claimed.lease_token, workspace)
+    other = LeasedRunMemory(world.pool, uuid4(), claimed.uid, claimed.lease_token, workspace.cache)
     with run_services(RunServices(memory=other)):
         assert await _reply(context, query, "other-run") == (
             "tool memory_append failed: memory belongs to another run; refused"
         )
-    assert (workspace / MEMORY_FILE).read_text() == "notes\n"
+    assert await workspace.text() == "notes\n"
 
 
 async def test_an_edit_over_64_kib_is_a_tool_error_and_changes_nothing(
     world: World, tmp_path: Path
 ) -> None:
     claimed = await _claimed(world)
-    workspace = tmp_path / "workspaces" / str(claimed.uid)
-    (workspace / "agents").mkdir(parents=True)
+    workspace = await _workspace(world, tmp_path, claimed.uid)
     full = "x" * (PROMPT_LIMIT - 10) + "\n"
-    (workspace / MEMORY_FILE).write_text(full)
+    await workspace.put(full)
     context = _memory_context(claimed, tmp_path / "work")
     with run_services(
         RunServices(
             memory=LeasedRunMemory(
-                world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace
+                world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace.cache
             )
         )
     ):
@@ -154,22 +177,22 @@ async def test_an_edit_over_64_kib_is_a_tool_error_and_changes_nothing(
         "tool memory_append failed: agents/MEMORY.md would be 65539 bytes;"
         " the limit is 65536 bytes (64 KiB)"
     )
-    assert (workspace / MEMORY_FILE).read_text() == full
+    assert await workspace.text() == full
 
 
 async def test_memory_read_shows_what_an_agent_may_see(world: World, tmp_path: Path) -> None:
     """No HTML comments (the user's notes), at most 64 KiB; and a file over 64 KiB is
     refused to an edit."""
     claimed = await _claimed(world)
-    workspace = tmp_path / "workspaces" / str(claimed.uid)
-    (workspace / "agents").mkdir(parents=True)
-    memory_file = workspace / MEMORY_FILE
+    workspace = await _workspace(world, tmp_path, claimed.uid)
     memory = LeasedRunMemory(
-        world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace
+        world.pool, claimed.run_id, claimed.uid, claimed.lease_token, workspace.cache
     )
-    memory_file.write_text("<!-- for me only -->\n- likes tea\n")
+    with pytest.raises(MemoryRefused, match="does not exist"):
+        await memory.read()
+    await workspace.put("<!-- for me only -->\n- likes tea\n")
     assert await memory.read() == "\n- likes tea\n"
-    memory_file.write_text("y" * (PROMPT_LIMIT + 5))
+    await workspace.put("y" * (PROMPT_LIMIT + 5))
     text = await memory.read()
     assert (
         text
@@ -177,4 +200,24 @@ async def test_memory_read_shows_what_an_agent_may_see(world: World, tmp_path: P
     )
     with pytest.raises(MemoryRefused, match="is over 65536 bytes"):
         await memory.edit(lambda current: current + "z")
-    assert memory_file.read_text() == "y" * (PROMPT_LIMIT + 5)
+    assert await workspace.text() == "y" * (PROMPT_LIMIT + 5)
+
+
+async def test_concurrent_edits_of_two_runs_all_land(world: World, tmp_path: Path) -> None:
+    """Two runs of the user (two workers, two homes) append at once: the store's
+    compare-and-swap makes the edits apply one after the other; none is lost."""
+    first, second = await _claimed(world), await _claimed(world)
+    workspace = await _workspace(world, tmp_path / "a", first.uid)
+    await workspace.put("- start\n")
+    other = await _workspace(world, tmp_path / "b", first.uid)
+    memories = [
+        LeasedRunMemory(world.pool, first.run_id, first.uid, first.lease_token, workspace.cache),
+        LeasedRunMemory(world.pool, second.run_id, second.uid, second.lease_token, other.cache),
+    ]
+
+    async def append(i: int) -> int:
+        return await memories[i % 2].edit(lambda text, i=i: text + f"- note {i}\n")
+
+    await asyncio.gather(*(append(i) for i in range(6)))
+    lines = (await workspace.text() or "").splitlines()
+    assert lines[0] == "- start" and sorted(lines[1:]) == [f"- note {i}" for i in range(6)]

@@ -79,6 +79,15 @@ class RunMemory(Protocol):
         ...
 
 
+class FileSink(Protocol):
+    """Where a run's file writes go: the store, through the worker's cache."""
+
+    async def wrote(self, path: str) -> None:
+        """The file at ``path`` (relative to the run's workdir) was written locally; it
+        is in the store when this returns."""
+        ...
+
+
 @dataclass(frozen=True)
 class KnowledgeHit:
     knowledge_base: str  # its id
@@ -118,6 +127,8 @@ class RunServices:
     memory: RunMemory | None = None
     # the search_knowledge tool re-checks the user's access and searches
     knowledge: KnowledgeAccess | None = None
+    # the file tools' writes reach the store before they return
+    files: FileSink | None = None
 
 
 NO_SERVICES = RunServices()

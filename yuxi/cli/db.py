@@ -72,6 +72,41 @@ def migrate_or_exit(url: str) -> list[str]:
         raise click.ClickException(str(error)) from None
 
 
+def import_files_or_exit(url: str, home: Path) -> None:
+    """Brings the files an older install kept under ``home`` into the file store, once
+    per home (yuxi/files/importer.py), saying what it did and what it left out."""
+    from yuxi.files.importer import import_needed
+
+    if not import_needed(home):
+        return
+    from yuxi.db.pools import app_pool
+    from yuxi.files.importer import import_home
+
+    def say(message: str) -> None:
+        click.echo(message, err=True)
+
+    async def run() -> None:
+        pool = app_pool(url, max_size=2)
+        await pool.open(wait=True)
+        try:
+            report = await import_home(pool, home, progress=say)
+        finally:
+            await pool.close()
+        if report.already:
+            return
+        if report.imported or report.skipped or report.left_out:
+            say(
+                f"files: imported {report.imported} ({report.bytes} bytes) from {home} into"
+                f" the database; {report.skipped} were there already"
+            )
+        for line in report.left_out:
+            say(f"files: left out {line}")
+
+    import asyncio
+
+    asyncio.run(run())
+
+
 @click.group()
 def db() -> None:
     """The database: migrate it, see its migrations, print its URL, dump and restore it."""
@@ -80,7 +115,8 @@ def db() -> None:
 @db.command("migrate")
 def db_migrate() -> None:
     """Apply yuxi's, procrastinate's and the LangGraph checkpointer's migrations, then
-    create the built-in agents (`chatbot`) that are missing (never changing one).
+    create the built-in agents (`chatbot`) that are missing (never changing one), and
+    bring the files an older install kept under YUXI_HOME into the database (once).
 
     Safe to run concurrently and repeatedly: runners take turns on an advisory lock
     and a second run finds nothing to do.
@@ -89,6 +125,7 @@ def db_migrate() -> None:
     url = database_url_or_exit(settings)
     applied = migrate_or_exit(url)
     seed_agents_or_exit(url)
+    import_files_or_exit(url, settings.home.resolve())
     click.echo(f"applied {len(applied)} migration(s)" if applied else "database is up to date")
 
 

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 import click
 
 from yuxi.cli.connect import database_url_or_exit, settings_or_exit
-from yuxi.cli.db import migrate_or_exit, seed_agents_or_exit
+from yuxi.cli.db import import_files_or_exit, migrate_or_exit, seed_agents_or_exit
 from yuxi.cli.server_key import server_key_or_exit
 from yuxi.settings import Settings
 
@@ -37,6 +37,7 @@ def up(port: int | None) -> None:
     click.echo(f"starting {where}", err=True)
     url = database_url_or_exit(settings)
     migrate_or_exit(url)
+    import_files_or_exit(url, settings.home.resolve())
     _configure_logging()
     _ready(settings, url)
     admin_token, login_code = asyncio.run(_seed_admin(url))

@@ -18,6 +18,8 @@ WORKSPACES = "workspaces"
 THREADS = "threads"
 PROJECTS = "projects"
 KNOWLEDGE = "knowledge"
+# top-level directories of a workspace that are trees of their own (workdirs)
+WORKSPACE_OWN_TREES = (THREADS, PROJECTS)
 SKILLS = "skills"
 
 

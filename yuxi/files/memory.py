@@ -1,10 +1,12 @@
 """The worker's side of the memory tools: one run's ``RunMemory``.
 
-The executor sets it in ``yuxi.agents.memory.current_run_memory`` around the graph it
+The executor lends it to the run (``yuxi.agents.services``) around the graph it
 streams. It holds the run's identity (run id, user, lease token) and the pool, so each
-tool call asks the database whether the lease still holds (``yuxi.run_check_lease``);
-it reads and edits the user's ``agents/MEMORY.md`` in a worker thread, atomically and
-without following symlinks (``yuxi.files.workspace``).
+tool call asks the database whether the lease still holds (``yuxi.run_check_lease``).
+The file is the user's ``agents/MEMORY.md`` in the store, read there (the latest,
+whichever host wrote it) and edited there as a compare-and-swap: the edit replaces only
+the version it read (``replaces``), so edits of two runs on two hosts apply one after
+the other and none is lost. The worker's cached copy is updated with it.
 """
 
 from __future__ import annotations
@@ -12,36 +14,33 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.memory import MemoryRefused
-from yuxi.files.workspace import (
-    MEMORY_FILE,
-    PROMPT_LIMIT,
-    WorkspaceFileRefused,
-    edit_workspace_file,
-    read_workspace_bytes,
-    without_comments,
-)
-from yuxi.queue.errors import LeaseLost
+from yuxi.files.cache import TreeCache
+from yuxi.files.workspace import MEMORY_FILE, PROMPT_LIMIT, without_comments
+from yuxi.queue.errors import FileChanged, LeaseLost
 from yuxi.queue.runs import run_check_lease
+
+# how often an edit is tried again when another writer changed the file meanwhile
+_EDIT_ATTEMPTS = 8
 
 
 @dataclass
 class LeasedRunMemory:
-    """``RunMemory`` of one leased run, for the user whose ``workspace`` holds the file."""
+    """``RunMemory`` of one leased run, for the user whose workspace (``workspace``, the
+    worker's cache of that tree) holds the file."""
 
     pool: AsyncConnectionPool[Any]
     run: UUID
     user: UUID
     lease_token: UUID
-    workspace: Path
-    # one edit at a time within the run (parallel tool calls); other processes: the lock
-    # edit_workspace_file takes
+    workspace: TreeCache
+    # one edit at a time within the run (parallel tool calls); other runs: the store's
+    # compare-and-swap
     _editing: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     @property
@@ -64,26 +63,48 @@ class LeasedRunMemory:
     async def read(self) -> str:
         """What the agent may see of the file: at most 64 KiB (cut with a notice), without
         its HTML comments (the user's notes, as in every prompt file)."""
-        data = await asyncio.to_thread(
-            read_workspace_bytes, self.workspace, MEMORY_FILE, PROMPT_LIMIT + 1
-        )
-        if data is None:
+        store = self.workspace.store
+        info = await store.get(self.workspace.tree, MEMORY_FILE)
+        if info is None:
             raise MemoryRefused(f"{MEMORY_FILE} does not exist or is not a regular file")
-        text = without_comments(data[:PROMPT_LIMIT].decode("utf-8", errors="ignore"))
-        if len(data) > PROMPT_LIMIT:
+        data = b"".join([p async for p in store.stream(info, 0, PROMPT_LIMIT)])
+        text = without_comments(data.decode("utf-8", errors="ignore"))
+        if info.bytes > PROMPT_LIMIT:
             text += f"\n\n[{MEMORY_FILE} was cut at 64 KiB; the rest is not shown]"
         return text
 
     async def edit(self, change: Callable[[str], str]) -> int:
         async with self._editing:
-            try:
-                saved = await asyncio.to_thread(
-                    edit_workspace_file, self.workspace, MEMORY_FILE, change
-                )
-            except WorkspaceFileRefused as refused:
-                raise MemoryRefused(str(refused)) from None
-            except OSError as error:  # its text names host paths: only the reason leaves
-                raise MemoryRefused(
-                    f"{MEMORY_FILE} cannot be written: {error.strerror or type(error).__name__}"
-                ) from None
-        return saved.bytes
+            for _ in range(_EDIT_ATTEMPTS):
+                store, tree = self.workspace.store, self.workspace.tree
+                info = await store.get(tree, MEMORY_FILE)
+                if info is None:
+                    raise MemoryRefused(f"{MEMORY_FILE} does not exist or is not a regular file")
+                if info.bytes > PROMPT_LIMIT:
+                    raise MemoryRefused(f"{MEMORY_FILE} is over {PROMPT_LIMIT} bytes (64 KiB)")
+                data = b"".join([p async for p in store.stream(info)])
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise MemoryRefused(f"{MEMORY_FILE} is not valid UTF-8 text") from None
+                new = change(text).encode("utf-8")
+                if len(new) > PROMPT_LIMIT:
+                    raise MemoryRefused(
+                        f"{MEMORY_FILE} would be {len(new)} bytes;"
+                        f" the limit is {PROMPT_LIMIT} bytes (64 KiB)"
+                    )
+                try:
+                    saved = await store.write(
+                        tree,
+                        MEMORY_FILE,
+                        new,
+                        media_type="text/markdown",
+                        writer_uid=self.user,
+                        writer_run=self.run,
+                        replaces=info.sha256,
+                    )
+                except FileChanged:
+                    continue  # another run edited it meanwhile: edit the new text
+                await self.workspace.stored(MEMORY_FILE, new, saved)
+                return saved.bytes
+        raise MemoryRefused(f"{MEMORY_FILE} kept changing while it was edited; try again")

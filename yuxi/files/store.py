@@ -49,7 +49,11 @@ _READ_CHUNKS = 4
 
 
 class Upload(Protocol):
-    """One file on its way into the store."""
+    """One file on its way into the store (``async with``: aborted on an exception)."""
+
+    async def __aenter__(self) -> Upload: ...
+
+    async def __aexit__(self, kind: Any, error: Any, traceback: Any) -> None: ...
 
     @property
     def size(self) -> int: ...
@@ -106,8 +110,11 @@ class FileStore(Protocol):
         media_type: str = "application/octet-stream",
         writer_uid: UUID | None = None,
         writer_run: UUID | None = None,
+        replaces: str | None = None,
     ) -> FileInfo:
-        """A whole file the caller holds in memory, committed before it returns."""
+        """A whole file the caller holds in memory, committed before it returns;
+        ``replaces``: only over the file of that digest (``""``: only where none is),
+        else FileChanged."""
         ...
 
     def upload(self, owner_uid: UUID) -> Upload:
@@ -163,6 +170,7 @@ class PostgresFileStore:
         media_type: str = "application/octet-stream",
         writer_uid: UUID | None = None,
         writer_run: UUID | None = None,
+        replaces: str | None = None,
     ) -> FileInfo:
         async with self.pool.connection() as conn:
             return await file_write(
@@ -173,6 +181,7 @@ class PostgresFileStore:
                 media_type=media_type,
                 writer_uid=writer_uid,
                 writer_run=writer_run,
+                replaces=replaces,
             )
 
     def upload(self, owner_uid: UUID) -> PostgresUpload:

@@ -34,7 +34,8 @@ import msgspec
 
 PROMPT_LIMIT = 64 * 1024
 AGENTS_DIR = "agents"
-PROMPT_FILES = ("agents/AGENTS.md", "agents/USER.md")
+AGENTS_FILE = "agents/AGENTS.md"
+PROMPT_FILES = (AGENTS_FILE, "agents/USER.md")
 MEMORY_FILE = "agents/MEMORY.md"
 WORKSPACE_FILES = (*PROMPT_FILES, MEMORY_FILE)
 """The files a user reads and writes through the API, and nothing else."""

@@ -108,6 +108,13 @@ class PayloadTooLarge(QueueError):
     sqlstate = "YF001"
 
 
+class FileChanged(QueueError):
+    """A file was written by someone else between a read and the write based on it."""
+
+    code = "file_changed"
+    sqlstate = "YF002"
+
+
 class ReadOnly(QueueError):
     """The caller may read the object but not change it (a knowledge base shared with
     them); HTTP 403."""
@@ -173,6 +180,7 @@ BY_SQLSTATE: dict[str, type[QueueError]] = {
         LeaseLost,
         ManifestConflict,
         PayloadTooLarge,
+        FileChanged,
         ReadOnly,
         KnowledgeBaseExists,
         InsufficientCredits,

@@ -122,14 +122,17 @@ async def file_put(
     media_type: str = "application/octet-stream",
     writer_uid: UUID | None = None,
     writer_run: UUID | None = None,
+    replaces: str | None = None,
 ) -> FileInfo:
-    """Links a finished upload at ``path`` of the tree, within the store's limits."""
+    """Links a finished upload at ``path`` of the tree, within the store's limits
+    (``replaces``: only over the file of that digest, ``""`` for none; FileChanged
+    otherwise)."""
     return await call_one(
         conn,
         FileInfo,
         "yuxi.file_put(p_tree_id => %(tree)s, p_path => %(path)s, p_content_id => %(id)s,"
         " p_sha256 => %(sha)s, p_media_type => %(type)s, p_writer_uid => %(uid)s,"
-        " p_writer_run => %(run)s)",
+        " p_writer_run => %(run)s, p_replaces => %(replaces)s)",
         {
             "tree": tree_id,
             "path": path,
@@ -138,6 +141,7 @@ async def file_put(
             "type": media_type,
             "uid": writer_uid,
             "run": writer_run,
+            "replaces": replaces,
         },
     )
 
@@ -151,13 +155,15 @@ async def file_write(
     media_type: str = "application/octet-stream",
     writer_uid: UUID | None = None,
     writer_run: UUID | None = None,
+    replaces: str | None = None,
 ) -> FileInfo:
-    """A whole file in one call."""
+    """A whole file in one call (``replaces``: as for ``file_put``)."""
     return await call_one(
         conn,
         FileInfo,
         "yuxi.file_write(p_tree_id => %(tree)s, p_path => %(path)s, p_data => %(data)s,"
-        " p_media_type => %(type)s, p_writer_uid => %(uid)s, p_writer_run => %(run)s)",
+        " p_media_type => %(type)s, p_writer_uid => %(uid)s, p_writer_run => %(run)s,"
+        " p_replaces => %(replaces)s)",
         {
             "tree": tree_id,
             "path": path,
@@ -165,6 +171,7 @@ async def file_write(
             "type": media_type,
             "uid": writer_uid,
             "run": writer_run,
+            "replaces": replaces,
         },
     )
 

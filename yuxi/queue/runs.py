@@ -193,10 +193,27 @@ class RunCredit(msgspec.Struct, frozen=True):
     error: str | None
 
 
+class RunTree(msgspec.Struct, frozen=True):
+    """A file tree a run works on, as the claim saw it (a cache that synced ``version``
+    is current)."""
+
+    id: UUID
+    version: int
+    root: str = ""
+
+
+class RunFiles(msgspec.Struct, frozen=True):
+    """The run's user's workspace tree, and its conversation's workdir tree (None when
+    the run has no live conversation)."""
+
+    workspace: RunTree
+    workdir: RunTree | None = None
+
+
 class RunClaim(msgspec.Struct, frozen=True):
     """What ``yuxi.run_claim_execution`` returns, grouped: the lease, the run's identity,
     its input, agent, model, what the user may use (``yuxi.run_catalog``:
-    ``{knowledge_bases, skills, mcp_servers}``) and its credit freeze."""
+    ``{knowledge_bases, skills, mcp_servers}``), its credit freeze and its file trees."""
 
     lease: RunLease
     run: RunIdentity
@@ -205,6 +222,8 @@ class RunClaim(msgspec.Struct, frozen=True):
     model: RunModel
     catalog: dict[str, Any] | None
     credit: RunCredit
+    # the file trees it works on (yuxi.run_file_trees)
+    files: RunFiles | None = None
     # the manifest an earlier attempt committed (a retry must derive the same)
     manifest_fingerprint: str | None = None
 
@@ -228,6 +247,7 @@ class RunClaimRow(ClaimedRun, frozen=True):
     catalog: dict[str, Any] | None
     credit_hold: Decimal | None
     credit_error: str | None
+    file_trees: dict[str, Any] | None = None
 
     def grouped(self) -> RunClaim:
         return RunClaim(
@@ -263,6 +283,7 @@ class RunClaimRow(ClaimedRun, frozen=True):
             model=RunModel(self.model, self.model_key_sealed),
             catalog=self.catalog,
             credit=RunCredit(self.credit_hold, self.credit_error),
+            files=None if self.file_trees is None else msgspec.convert(self.file_trees, RunFiles),
             manifest_fingerprint=self.manifest_fingerprint,
         )
 

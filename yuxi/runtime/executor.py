@@ -37,9 +37,11 @@ from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.agents.services import KnowledgeAccess, RunServices, run_services
 from yuxi.db.outages import Backoff, describe, is_connection_error, until_reachable
 from yuxi.files.attachments import image_blocks
-from yuxi.files.layout import conversation_workdir, user_workspace
+from yuxi.files.cache import TreeCache
+from yuxi.files.layout import WORKSPACE_OWN_TREES, user_workspace
 from yuxi.files.memory import LeasedRunMemory
-from yuxi.files.workspace import ClientPaths
+from yuxi.files.store import FileStore, PostgresFileStore
+from yuxi.files.workspace import AGENTS_FILE, ClientPaths
 from yuxi.models.budget import RunBudget
 from yuxi.models.secret_box import SecretBox
 from yuxi.models.usage import RunUsage
@@ -75,7 +77,7 @@ from yuxi.runtime.graph_io import (
     text_of,
 )
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
-from yuxi.runtime.prepare import PreparedContext, prepare_agent_runtime_context
+from yuxi.runtime.prepare import PreparedContext, prepare_agent_runtime_context, run_workdir
 
 log = logging.getLogger("yuxi.runtime")
 
@@ -139,6 +141,7 @@ class RunExecutor:
         watcher: CancelWatcher,
         settings: ExecutorSettings,
         knowledge: KnowledgeAccess | None = None,
+        files: FileStore | None = None,
     ) -> None:
         self.pool = pool
         self.checkpointer = checkpointer
@@ -147,6 +150,8 @@ class RunExecutor:
         self.settings = settings
         # what the search_knowledge tool of every run searches through
         self.knowledge = knowledge
+        # where every file lives; the directories under the home are its cache
+        self.files = files or PostgresFileStore(pool)
         self._secrets: SecretBox | None = None
 
     async def execute(self, run_id: UUID) -> str | None:
@@ -263,11 +268,17 @@ class RunExecutor:
             # what the run connects to (MCP servers) is closed when it ends, fails or is
             # cancelled
             async with contextlib.AsyncExitStack() as connections:
-                agent, prepared = await self._prepare(claim, paths, usage)
+                trees = await self._sync(claim)
+                agent, prepared = await self._prepare(claim, paths, usage, trees)
                 await self._commit(claim, prepared, events, paths)
-                graph, lent = await self._bind(claim, agent, prepared, events, usage, connections)
+                graph, lent = await self._bind(
+                    claim, agent, prepared, events, usage, connections, trees
+                )
                 with run_services(lent):
-                    return await self._stream(claim, graph, prepared.context, events)
+                    outcome = await self._stream(claim, graph, prepared.context, events)
+                if trees.workdir is not None:  # what was written there directly
+                    await trees.workdir.push(writer_uid=claim.run.uid, writer_run=run_id)
+                return outcome
         except RunFailure as failure:
             message = paths.hide(str(failure))
             await events.error(failure.error_type, message)
@@ -300,8 +311,36 @@ class RunExecutor:
             await events.error(type(error).__name__, message)
             return Outcome(RunStatus.FAILED, error_type=type(error).__name__, error_message=message)
 
+    async def _sync(self, claim: RunClaim) -> RunTrees:
+        """Brings this host's cache of the run's workspace and workdir trees up to the
+        versions the claim saw (nothing to do when it saw them already)."""
+        run, files = claim.run, claim.files
+        if files is None:
+            return RunTrees()
+        workspace_dir = user_workspace(self.settings.home, run.uid)
+        workspace = TreeCache(
+            self.files,
+            self.settings.home,
+            run.uid,
+            files.workspace.id,
+            workspace_dir,
+            skip=WORKSPACE_OWN_TREES,
+        )
+        await workspace.pull(files.workspace.version)
+        if files.workdir is None:
+            return RunTrees(workspace)
+        workdir = TreeCache(
+            self.files,
+            self.settings.home,
+            run.uid,
+            files.workdir.id,
+            workspace_dir / files.workdir.root,
+        )
+        await workdir.pull(files.workdir.version)
+        return RunTrees(workspace, workdir)
+
     async def _prepare(
-        self, claim: RunClaim, paths: ClientPaths, usage: RunUsage
+        self, claim: RunClaim, paths: ClientPaths, usage: RunUsage, trees: RunTrees
     ) -> tuple[BaseAgent, PreparedContext]:
         """The agent's backend and the run's Context, from what the claim read."""
         if claim.run.identity_error:
@@ -315,16 +354,13 @@ class RunExecutor:
             raise RunFailure("agent_backend", str(error)) from None
         # known before preparing, which creates the workdir: an error doing so names it
         # as clients see it
-        run = claim.run
-        paths.workdir = str(
-            conversation_workdir(
-                self.settings.home, run.uid, run.thread_id, claim.agent.workdir_path
-            )
-        )
+        paths.workdir = str(run_workdir(self.settings.home, claim))
         catalog = self.catalog.for_run(claim.catalog)  # answers from what the claim read
         prepared = await prepare_agent_runtime_context(
             agent, claim, catalog=catalog, home=self.settings.home
         )
+        if prepared.template_written and trees.workspace is not None:
+            await trees.workspace.wrote(AGENTS_FILE, writer_uid=claim.run.uid)
         context = prepared.context
         paths.workdir = context.workdir
         registered = context.registered_model
@@ -385,6 +421,7 @@ class RunExecutor:
         events: EventWriter,
         usage: RunUsage,
         connections: contextlib.AsyncExitStack,
+        trees: RunTrees,
     ) -> tuple[CompiledStateGraph[Any, Any, Any, Any], RunServices]:
         """The run's MCP connections and graph, and the services its tools and models
         are lent while it streams."""
@@ -399,14 +436,15 @@ class RunExecutor:
             call_gate=None
             if claim.credit.hold is None
             else RunBudget(self.pool, lease.run_id, lease.token, usage),
-            memory=LeasedRunMemory(
-                self.pool,
-                lease.run_id,
-                claim.run.uid,
-                lease.token,
-                user_workspace(self.settings.home, claim.run.uid),
+            memory=None
+            if trees.workspace is None
+            else LeasedRunMemory(
+                self.pool, lease.run_id, claim.run.uid, lease.token, trees.workspace
             ),
             knowledge=self.knowledge,
+            files=None
+            if trees.workdir is None
+            else WorkdirWrites(trees.workdir, claim.run.uid, lease.run_id),
         )
         return graph, lent
 
@@ -609,3 +647,23 @@ def _checkpoint_thread(claim: RunClaim) -> str:
     # a subagent keeps its own checkpoint thread; files stay with the conversation
     run = claim.run
     return str(run.run_id if run.is_subagent else run.thread_id)
+
+
+@dataclass(frozen=True)
+class RunTrees:
+    """This host's caches of the trees a run works on (None without file trees)."""
+
+    workspace: TreeCache | None = None
+    workdir: TreeCache | None = None
+
+
+@dataclass(frozen=True)
+class WorkdirWrites:
+    """The run's ``files`` service: a file tool's write reaches the store at once."""
+
+    cache: TreeCache
+    uid: UUID
+    run_id: UUID
+
+    async def wrote(self, path: str) -> None:
+        await self.cache.wrote(path, writer_uid=self.uid, writer_run=self.run_id)

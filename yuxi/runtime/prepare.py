@@ -45,6 +45,18 @@ class PreparedContext:
     prompt_files: list[WorkspaceFile] = field(default_factory=list)
     ignored_config_keys: list[str] = field(default_factory=list)
     skills: RunSkills | None = None
+    # the workspace had no agents/: the AGENTS.md template was written into it
+    template_written: bool = False
+
+
+def run_workdir(home: Path, claim: RunClaim) -> Path:
+    """The run's workdir on this host: the cache of the workdir tree its claim names
+    (``<home>/workspaces/<uid>/<root>``), or, for a claim without file trees, the
+    conversation's workdir as the layout places it."""
+    run = claim.run
+    if claim.files is not None and claim.files.workdir is not None:
+        return user_workspace(home, run.uid) / claim.files.workdir.root
+    return conversation_workdir(home, run.uid, run.thread_id, claim.agent.workdir_path)
 
 
 async def prepare_agent_runtime_context(
@@ -72,9 +84,7 @@ async def prepare_agent_runtime_context(
     context.uid = str(run.uid)
     context.thread_id = str(run.thread_id)
     context.run_id = str(run.run_id)
-    context.workdir = str(
-        conversation_workdir(home, run.uid, run.thread_id, claim.agent.workdir_path)
-    )
+    context.workdir = str(run_workdir(home, claim))
     # the one answer to "is this a subagent's run": a child run, or a subagent agent's
     context.is_subagent_runtime = context.is_subagent_runtime or run.is_subagent
     if isinstance(context, SubAgentContext):
@@ -120,7 +130,7 @@ async def prepare_agent_runtime_context(
 
     context.workspace_prompt = workspace_prompt(disk.prompt_files)
     context.memory = disk.memory.text if disk.memory else ""
-    return PreparedContext(context, disk.prompt_files, ignored, skills)
+    return PreparedContext(context, disk.prompt_files, ignored, skills, disk.template_written)
 
 
 def registered_model(claim: RunClaim, home: Path) -> RegisteredModel | None:
@@ -176,6 +186,7 @@ class _Disk:
     prompt_files: list[WorkspaceFile]
     memory: WorkspaceFile | None
     skills: tuple[list[SkillRecord], set[str]] | None
+    template_written: bool = False
 
 
 def _read_disk(
@@ -190,9 +201,10 @@ def _read_disk(
     memory file when ``memory``, the skills on disk (``scan_skills``) unless ``shared``
     is None; and it makes the run's workdir. A workspace without ``agents/`` gets the
     AGENTS.md template first (comments only: it adds nothing to the prompt)."""
-    ensure_agents_template(workspace)
+    written = ensure_agents_template(workspace)
     workdir.mkdir(parents=True, exist_ok=True)
     return _Disk(
+        template_written=written,
         prompt_files=read_prompt_files(workspace),
         memory=read_workspace_file(workspace, MEMORY_FILE) if memory else None,
         skills=None if shared is None else scan_skills(workspace, home, shared),

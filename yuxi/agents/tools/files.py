@@ -8,6 +8,9 @@ names the files of the skill ``slug`` (``context.resolved.skill_roots``), confin
 skill's directory the same way; ``write_file`` refuses it. It hides a ``skills/``
 directory of the workdir for those runs.
 
+In a worker's run the workdir is a cache of the store (yuxi/files/cache.py):
+``write_file`` returns once the file is in the store (the run's ``files`` service).
+
 The names in the tool signatures (``ToolRuntime``, ``BaseContext``) must stay
 importable at module level, not under ``TYPE_CHECKING``: with postponed annotations
 LangChain and LangGraph resolve them with ``typing.get_type_hints`` against this
@@ -16,13 +19,15 @@ module's globals to find the injected ``runtime`` argument.
 
 from __future__ import annotations
 
+import asyncio
 import posixpath
 from pathlib import Path
 
 from langchain.tools import ToolRuntime
-from langchain_core.tools import ToolException, tool
+from langchain_core.tools import StructuredTool, ToolException, tool
 
 from yuxi.agents.context import BaseContext
+from yuxi.agents.services import services
 
 MAX_READ_BYTES = 256 * 1024
 MAX_WRITE_BYTES = 4 * 1024 * 1024
@@ -210,16 +215,8 @@ def read_file(runtime: ToolRuntime[BaseContext], path: str) -> str:
     return text
 
 
-@tool(parse_docstring=True)
-def write_file(runtime: ToolRuntime[BaseContext], path: str, content: str) -> str:
-    """Write a UTF-8 text file in the conversation's working directory.
-
-    Replaces the file if it exists; creates missing parent directories.
-
-    Args:
-        path: File path relative to the working directory.
-        content: The complete new content of the file.
-    """
+def _write(runtime: ToolRuntime[BaseContext], path: str, content: str) -> tuple[str, str]:
+    """Writes the file locally; what the tool says, and its path in the workdir."""
     if _skill_path(runtime, path) is not None:
         raise ToolException(
             f"{path} is under skills/, which is read-only: skill files cannot be written or"
@@ -237,4 +234,34 @@ def write_file(runtime: ToolRuntime[BaseContext], path: str, content: str) -> st
         target.write_bytes(data)
     except OSError as exc:
         raise ToolException(f"cannot write {path}: {exc.strerror}") from None
-    return f"wrote {len(data)} bytes to {_display(root, target)}"
+    shown = _display(root, target)
+    return f"wrote {len(data)} bytes to {shown}", target.relative_to(root).as_posix()
+
+
+def _write_file(runtime: ToolRuntime[BaseContext], path: str, content: str) -> str:
+    """Write a UTF-8 text file in the conversation's working directory.
+
+    Replaces the file if it exists; creates missing parent directories.
+
+    Args:
+        path: File path relative to the working directory.
+        content: The complete new content of the file.
+    """
+    return _write(runtime, path, content)[0]
+
+
+async def _write_file_through(runtime: ToolRuntime[BaseContext], path: str, content: str) -> str:
+    # in a worker's run the file is in the store (every host sees it) before this returns
+    said, written = await asyncio.to_thread(_write, runtime, path, content)
+    sink = services().files
+    if sink is not None:
+        await sink.wrote(written)
+    return said
+
+
+write_file = StructuredTool.from_function(
+    func=_write_file,
+    coroutine=_write_file_through,
+    name="write_file",
+    parse_docstring=True,
+)
