@@ -119,7 +119,7 @@ CREATE INDEX kb_documents_kb_idx ON yuxi.kb_documents (kb_id, created_at);
 CREATE INDEX kb_documents_pending_idx ON yuxi.kb_documents (created_at)
     WHERE status IN ('queued', 'processing');
 COMMENT ON TABLE yuxi.kb_documents IS
-    'Documents of a knowledge base, one per content (sha256 unique per knowledge base); the file is <YUXI_HOME>/knowledge/<kb_id>/<id>. Status queued, processing, ready, failed';
+    'Documents of a knowledge base, one per content (sha256 unique per knowledge base); the original is the file named by its id in the knowledge base''s file tree (yuxi.kb_file_tree). Status queued, processing, ready, failed';
 COMMENT ON COLUMN yuxi.kb_documents.attempts IS
     'Ingestion attempts so far; the attempt that finishes must be the latest (yuxi.kb_document_ready)';
 COMMENT ON COLUMN yuxi.kb_documents.ingest_job_id IS
@@ -460,22 +460,28 @@ $$;
 COMMENT ON FUNCTION yuxi.kb_list(uuid) IS
     'API: the knowledge bases a user may read, their own first, by name';
 
--- Deletes a knowledge base with its documents and chunks, in one transaction; returns
--- the ids of its documents (the caller removes their files once this has committed).
+-- Deletes a knowledge base with its documents and chunks and its file tree (the
+-- documents' originals), in one transaction; returns the ids of its documents.
 CREATE FUNCTION yuxi.kb_delete(p_uid uuid, p_kb_id uuid) RETURNS SETOF uuid
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_kb yuxi.knowledge_bases;
 BEGIN
-    PERFORM yuxi.kb_access(p_uid, p_kb_id, true);
+    v_kb := yuxi.kb_access(p_uid, p_kb_id, true);
     PERFORM 1 FROM yuxi.knowledge_bases k WHERE k.id = p_kb_id FOR UPDATE;
     RETURN QUERY SELECT d.id FROM yuxi.kb_documents d WHERE d.kb_id = p_kb_id;
     DELETE FROM public.procrastinate_jobs j
     USING yuxi.kb_documents d
     WHERE d.kb_id = p_kb_id AND j.id = d.ingest_job_id AND j.status = 'todo';
     DELETE FROM yuxi.knowledge_bases k WHERE k.id = p_kb_id;  -- documents, chunks, shares cascade
+    -- after the documents: an upload linking an original holds its document's row, so
+    -- this sees the tree as that upload committed it
+    PERFORM yuxi.file_tree_drop(t.id) FROM yuxi.file_trees t
+    WHERE t.owner_uid = v_kb.uid AND t.kind = 'knowledge_base' AND t.root = p_kb_id::text;
 END;
 $$;
 COMMENT ON FUNCTION yuxi.kb_delete(uuid, uuid) IS
-    'API: deletes the caller''s knowledge base, its documents, chunks and waiting ingestion jobs; returns the documents'' ids. Raises not_found (YN001), forbidden (YA001)';
+    'API: deletes the caller''s knowledge base, its documents, chunks, waiting ingestion jobs and file tree (the originals); returns the documents'' ids. Raises not_found (YN001), forbidden (YA001)';
 
 -- ---------------------------------------------------------------------------------
 -- Documents
@@ -535,7 +541,8 @@ COMMENT ON FUNCTION yuxi.kb_document_info_of(yuxi.kb_documents, boolean) IS
     'Internal: the kb_document_info view of a document row';
 
 -- Records an uploaded document as queued, with its ingestion job, in the caller's
--- transaction (the caller moves the file to knowledge/<kb_id>/<id> before committing).
+-- transaction (the caller links its original at path <id> of the knowledge base's file
+-- tree, yuxi.kb_file_tree, before committing).
 -- The same content again returns the document already there (created false); a failed
 -- one is queued again. Two uploads of the same bytes at once make one document: the
 -- second waits on the unique (kb_id, sha256) and then finds the first.
@@ -602,24 +609,27 @@ $$;
 COMMENT ON FUNCTION yuxi.kb_document_get(uuid, uuid, uuid) IS
     'API: one document of a knowledge base the user may read. Raises not_found (YN001)';
 
--- Deletes a document with its chunks (and its waiting ingestion job) in one
--- transaction; the caller removes the file once this has committed.
+-- Deletes a document with its chunks, its waiting ingestion job and its original (the
+-- file <id> of the knowledge base's tree) in one transaction.
 CREATE FUNCTION yuxi.kb_document_delete(p_uid uuid, p_kb_id uuid, p_id uuid) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
+    v_kb yuxi.knowledge_bases;
     v_job bigint;
 BEGIN
-    PERFORM yuxi.kb_access(p_uid, p_kb_id, true);
+    v_kb := yuxi.kb_access(p_uid, p_kb_id, true);
     DELETE FROM yuxi.kb_documents d WHERE d.id = p_id AND d.kb_id = p_kb_id
     RETURNING d.ingest_job_id INTO v_job;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'document % not found', p_id USING ERRCODE = 'YN001', HINT = 'not_found';
     END IF;
     DELETE FROM public.procrastinate_jobs j WHERE j.id = v_job AND j.status = 'todo';
+    PERFORM yuxi.file_delete(t.id, p_id::text) FROM yuxi.file_trees t
+    WHERE t.owner_uid = v_kb.uid AND t.kind = 'knowledge_base' AND t.root = p_kb_id::text;
 END;
 $$;
 COMMENT ON FUNCTION yuxi.kb_document_delete(uuid, uuid, uuid) IS
-    'API: deletes a document of the caller''s knowledge base, its chunks and its waiting ingestion job. Raises not_found (YN001), forbidden (YA001)';
+    'API: deletes a document of the caller''s knowledge base, its chunks, its waiting ingestion job and its original file. Raises not_found (YN001), forbidden (YA001)';
 
 -- ---------------------------------------------------------------------------------
 -- Ingestion (the worker)

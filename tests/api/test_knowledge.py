@@ -2,19 +2,27 @@
 docx; Chinese and English), ingested to ready, found by search (two-character Chinese
 words included), embeddings through the local OpenAI stub, sharing (404 for others,
 403 on writes to a knowledge base shared read-only), and what a run's agent may search
-(unset / list / empty, a share revoked between two runs)."""
+(unset / list / empty, a share revoked between two runs).
+
+The originals live in the file store: the worker here has a ``YUXI_HOME`` of its own,
+empty, so every ingestion reads them from PostgreSQL, never from the API's disk."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from tests.api.conftest import Api, error_of
+from tests.integration.worker_harness import running_worker
 from tests.knowledge_files import docx_bytes, pdf_bytes
 from tests.openai_stub import StubServer, stub_server
 
@@ -51,6 +59,54 @@ DOCUMENTS: dict[str, tuple[bytes, str]] = {
         "application/octet-stream",
     ),
 }
+
+
+@pytest.fixture(scope="module")
+def worker_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The worker's ``YUXI_HOME``: another directory than the API's, empty."""
+    return tmp_path_factory.mktemp("yuxi-worker-home")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def worker(api: Api, worker_home: Path) -> AsyncIterator[None]:
+    """This module's worker, on a home of its own (as on another host)."""
+    assert worker_home != api.home and files_under(worker_home) == {}
+    async with running_worker(api.db_url, worker_home, worker_concurrency=8):
+        yield
+
+
+def files_under(home: Path) -> dict[str, bytes]:
+    """Every file under ``home``: relative path -> bytes."""
+    return {p.relative_to(home).as_posix(): p.read_bytes() for p in home.rglob("*") if p.is_file()}
+
+
+async def kb_files(api: Api, kb_id: str) -> dict[str, tuple[int, str]]:
+    """The files of the knowledge base's tree in the store: path -> (bytes, sha256)."""
+    rows = await api.sql(
+        "SELECT f.path, f.bytes, f.sha256 FROM yuxi.file_trees t,"
+        " LATERAL yuxi.file_list(t.id) f WHERE t.kind = 'knowledge_base' AND t.root = %s",
+        kb_id,
+    )
+    return {path: (size, sha) for path, size, sha in rows}
+
+
+async def kb_tree_exists(api: Api, kb_id: str) -> bool:
+    return bool(
+        await api.value(
+            "SELECT count(*) FROM yuxi.file_trees WHERE kind = 'knowledge_base' AND root = %s",
+            kb_id,
+        )
+    )
+
+
+async def unfinished_contents(api: Api, who: str = "alice") -> int:
+    """Contents of the user's still being written (an upload never linked nor aborted)."""
+    return int(
+        await api.value(
+            "SELECT count(*) FROM yuxi.file_contents WHERE owner_uid = %s AND sha256 IS NULL",
+            api.uids[who],
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +223,49 @@ async def test_documents_of_every_kind_are_ingested_and_found(api: Api, worker: 
     assert (listed["documents"], listed["ready_documents"]) == (5, 5)
     assert listed["chunks"] == sum(d["chunks"] for d in ready)
 
+    # each original is the file <document id> of the knowledge base's tree, byte for byte
+    assert await kb_files(api, kb["id"]) == {
+        d["id"]: (
+            len(DOCUMENTS[d["filename"]][0]),
+            hashlib.sha256(DOCUMENTS[d["filename"]][0]).hexdigest(),
+        )
+        for d in ready
+    }
+
+
+async def test_a_worker_with_another_empty_home_ingests_from_the_store(
+    api: Api,
+    worker: None,
+    worker_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The API (one YUXI_HOME) takes the upload, a worker with another, empty YUXI_HOME
+    ingests it: it read the original from PostgreSQL. Neither home holds a knowledge/
+    directory, nor any copy of the document, afterwards; the PDF's temporary copy (its
+    reader wants a file) is gone once it was read."""
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))  # the in-process worker's too
+    kb = await create_kb(api, name="Elsewhere")
+    body = "灯塔守护者每晚点亮灯。The lighthouse keeper lights the lamp every night.".encode()
+    pdf = pdf_bytes(["The harbour master logs every ship that docks."])
+    [text, paper] = await upload(
+        api,
+        kb["id"],
+        {"keeper.txt": (body, "text/plain"), "harbour.pdf": (pdf, "application/pdf")},
+    )
+    ready = await wait_documents(api, kb["id"])
+    assert {d["status"] for d in ready} == {"ready"}, ready
+    assert (await search(api, kb["id"], "灯塔"))[0]["document_id"] == text["id"]
+    assert (await search(api, kb["id"], "harbour master"))[0]["document_id"] == paper["id"]
+
+    for home in (api.home, worker_home):
+        held = files_under(home)
+        assert not any(path.startswith("knowledge/") for path in held), sorted(held)
+        assert [path for path, data in held.items() if data in (body, pdf)] == []
+    assert files_under(spool) == {} and list(spool.iterdir()) == []
+
 
 async def test_the_same_bytes_make_one_document_even_uploaded_at_once(
     api: Api, worker: None
@@ -208,6 +307,33 @@ async def test_a_document_too_large_is_a_413(api: Api) -> None:
     )
     error_of(response, 413, "payload_too_large")
     assert (await api.alice.get(f"/api/knowledge-bases/{kb['id']}/documents")).json() == []
+    # nothing of it stays: no document, no file, no unfinished content of the upload
+    assert await kb_files(api, kb["id"]) == {}
+    assert await unfinished_contents(api) == 0
+    assert not (api.home / "knowledge").exists()
+
+    # a file within the limit but past the store's limit for the tree: refused as a
+    # whole, the same request's smaller file included
+    await api.sql("UPDATE yuxi.file_limits SET tree_max_bytes = 100 * 1024")
+    try:
+        response = await api.alice.post(
+            f"/api/knowledge-bases/{kb['id']}/documents",
+            files=[
+                ("file", ("small.txt", b"a small note about tides", "text/plain")),
+                ("file", ("mid.txt", b"y" * (200 * 1024), "text/plain")),
+            ],
+        )
+    finally:
+        await api.sql("UPDATE yuxi.file_limits SET tree_max_bytes = DEFAULT")
+    error_of(response, 413, "payload_too_large")
+    assert (await api.alice.get(f"/api/knowledge-bases/{kb['id']}/documents")).json() == []
+    assert await kb_files(api, kb["id"]) == {}
+    assert await unfinished_contents(api) == 0
+    jobs = await api.value(
+        "SELECT count(*) FROM procrastinate_jobs WHERE task_name = 'ingest_document'"
+        " AND args->>'document_id' NOT IN (SELECT id::text FROM yuxi.kb_documents)"
+    )
+    assert jobs == 0
 
 
 async def test_deleting_a_document_or_a_knowledge_base_removes_its_chunks(
@@ -224,18 +350,20 @@ async def test_deleting_a_document_or_a_knowledge_base_removes_its_chunks(
         await api.value("SELECT count(*) FROM yuxi.kb_chunks WHERE document_id = %s", doc["id"])
         == 0
     )
-    assert not (api.home / "knowledge" / kb["id"] / doc["id"]).exists()
+    assert await kb_files(api, kb["id"]) == {}  # its original is gone from the store
     error_of(await api.alice.get(f"/api/knowledge-bases/{kb['id']}/documents/{doc['id']}"), 404)
 
     [doc] = await upload(api, kb["id"], {"e.txt": (b"fjords are deep", "text/plain")})
     await wait_documents(api, kb["id"])
+    assert list(await kb_files(api, kb["id"])) == [doc["id"]]
     assert (await api.alice.delete(f"/api/knowledge-bases/{kb['id']}")).status_code == 204
     error_of(await api.alice.get(f"/api/knowledge-bases/{kb['id']}"), 404)
     assert (
         await api.value("SELECT count(*) FROM yuxi.kb_chunks WHERE document_id = %s", doc["id"])
         == 0
     )
-    assert not (api.home / "knowledge" / kb["id"]).exists()
+    assert not await kb_tree_exists(api, kb["id"])  # its tree went with it
+    assert not (api.home / "knowledge").exists()
 
 
 async def test_others_see_404_and_readers_of_a_share_get_403_on_writes(api: Api) -> None:

@@ -1,12 +1,17 @@
 """Skills over real HTTP with a real worker: admins upload shared skills (raw ZIP or
 multipart), users list them; a run resolves its skills' closure, sees their index,
 activates one, reads its files under skills/ (never writes them), and its manifest
-records each skill's source, version and sha256; a personal skill shadows a shared one."""
+records each skill's source, version and sha256; a personal skill (``skills/<slug>/`` of
+the user's workspace in the file store, never the API's disk) shadows a shared one. The
+worker has a YUXI_HOME of its own, as on another host: what it reads of a user's
+workspace comes from the store."""
 
 from __future__ import annotations
 
+import io
 import json
-import shutil
+import zipfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +20,9 @@ import pytest_asyncio
 
 from tests.api.conftest import Api, error_of
 from tests.fixtures.skills import SKILLS, skill_md, zip_of
+from tests.integration.worker_harness import running_worker
 from yuxi.files.layout import user_workspace
-from yuxi.skills.format import read_source
+from yuxi.skills.format import bundle, read_source
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -25,6 +31,42 @@ ZIP = {"content-type": "application/zip"}
 
 def tool(tool_name: str, **args: Any) -> str:
     return f"/tool {tool_name} " + json.dumps(args)
+
+
+def zip_files(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+async def workspace_files(api: Api, who: str, prefix: str = "skills") -> dict[str, bytes]:
+    """The files under ``prefix`` of the user's workspace tree in the store."""
+    rows = await api.sql(
+        "SELECT f.path, f.content_id FROM yuxi.file_list(yuxi.workspace_file_tree(%s), %s) f",
+        api.uids[who],
+        prefix,
+    )
+    files = {}
+    for path, content in rows:
+        chunks = await api.sql(
+            "SELECT data FROM yuxi.file_chunks_read(%s, 0, 1000) ORDER BY n", content
+        )
+        files[path] = b"".join(bytes(chunk) for (chunk,) in chunks)
+    return files
+
+
+@pytest.fixture(scope="module")
+def worker_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("yuxi-worker-home")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def worker(api: Api, worker_home: Path) -> AsyncIterator[None]:
+    """This module's worker, on a home of its own (not the API's)."""
+    async with running_worker(api.db_url, worker_home, worker_concurrency=8):
+        yield
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module", autouse=True)
@@ -101,7 +143,7 @@ async def test_users_list_and_read_shared_skills(api: Api) -> None:
     error_of(await api.alice.get("/api/skills/nothing"), 404, "not_found")
 
 
-async def test_a_run_has_the_closure_the_index_and_the_files(api: Api) -> None:
+async def test_a_run_has_the_closure_the_index_and_the_files(api: Api, worker_home: Path) -> None:
     thread, run_id, text = await answer(api, tool("activate_skill", name="report-writer"))
     assert text.startswith("tool activate_skill returned: Skill report-writer is active")
     assert "# Report writer" in text
@@ -125,6 +167,7 @@ async def test_a_run_has_the_closure_the_index_and_the_files(api: Api) -> None:
     assert "calculator" in manifest["resources"]["tools"]
     # no host path anywhere in what the client reads
     assert str(api.home) not in json.dumps(manifest)
+    assert str(worker_home) not in json.dumps(manifest)
 
 
 async def test_a_skills_tool_waits_for_its_activation(api: Api) -> None:
@@ -136,32 +179,43 @@ async def test_a_skills_tool_waits_for_its_activation(api: Api) -> None:
 
 
 async def test_a_personal_skill_shadows_the_shared_one(api: Api) -> None:
-    workspace = user_workspace(api.home.resolve(), str(api.uids["alice"]))
-    mine = workspace / "skills" / "writing-style"
-    mine.mkdir(parents=True)
-    (mine / "SKILL.md").write_text(skill_md("writing-style", "Alice's own style"))
+    mine = {"SKILL.md": skill_md("writing-style", "Alice's own style").encode()}
+    response = await api.alice.post(
+        "/api/skills?personal=true", content=zip_files(mine), headers=ZIP
+    )
+    assert response.status_code == 201, response.text
+    assert await workspace_files(api, "alice") == {
+        "skills/writing-style/SKILL.md": mine["SKILL.md"]
+    }
     try:
         listed = (await api.alice.get("/api/skills")).json()
         shared = next(s for s in listed if s["slug"] == "writing-style" and s["source"] == "shared")
         assert shared["shadowed"] is True
         assert any(s["source"] == "personal" for s in listed)
+        assert (await api.alice.get("/api/skills/writing-style")).json()["skill"]["shadowed"]
         assert not any(s["shadowed"] for s in (await api.bob.get("/api/skills")).json())
 
+        # the worker reads it from its copy of the workspace, made from the store
         _, run_id, text = await answer(api, tool("read_file", path="skills/writing-style/SKILL.md"))
         assert "Alice's own style" in text
         manifest = (await api.alice.get(f"/api/agent/runs/{run_id}/manifest")).json()
         entry = next(s for s in manifest["skills"] if s["slug"] == "writing-style")
         assert entry["source"] == "personal" and entry["version"] is None
-        assert entry["sha256"] == read_source(mine).sha256
+        assert entry["sha256"] == bundle(mine).sha256
     finally:
-        shutil.rmtree(mine)
+        gone = await api.alice.delete("/api/skills/writing-style?personal=true")
+        assert gone.status_code == 204, gone.text
+    assert await workspace_files(api, "alice") == {}
 
 
-async def test_a_missing_dependency_fails_the_run_clearly(api: Api, tmp_path: Path) -> None:
-    workspace = user_workspace(api.home.resolve(), str(api.uids["bob"]))
-    broken = workspace / "skills" / "needs-ghost"
-    broken.mkdir(parents=True)
-    (broken / "SKILL.md").write_text(skill_md("needs-ghost", "x", skills=["ghost"]))
+async def test_a_missing_dependency_fails_the_run_clearly(api: Api, worker_home: Path) -> None:
+    # the API refuses such a skill: written into bob's workspace in the store directly
+    await api.sql(
+        "SELECT yuxi.file_write(yuxi.workspace_file_tree(%s), 'skills/needs-ghost/SKILL.md',"
+        " %s::bytea)",
+        api.uids["bob"],
+        skill_md("needs-ghost", "x", skills=["ghost"]).encode(),
+    )
     response = await api.admin.post(
         "/api/agents",
         json={
@@ -178,17 +232,26 @@ async def test_a_missing_dependency_fails_the_run_clearly(api: Api, tmp_path: Pa
     assert view["status"] == "failed"
     assert "skill ghost (needed by needs-ghost) is not available" in str(view), view
     assert str(api.home) not in json.dumps(view)
+    assert str(worker_home) not in json.dumps(view)
+    await api.sql(
+        "SELECT yuxi.file_delete(yuxi.workspace_file_tree(%s), 'skills/needs-ghost', true)",
+        api.uids["bob"],
+    )
 
 
 async def test_users_upload_and_delete_their_personal_skills(api: Api) -> None:
-    import io
-    import zipfile
-
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("SKILL.md", skill_md("bob-notes", "Bob's notes", skills=["ghost"]))
-    refused = await api.bob.post("/api/skills?personal=true", content=buffer.getvalue())
+    notes = {"SKILL.md": skill_md("bob-notes", "Bob's notes", skills=["ghost"]).encode()}
+    refused = await api.bob.post("/api/skills?personal=true", content=zip_files(notes))
     assert "ghost" in error_of(refused, 400, "invalid_input")["message"]
+    assert await workspace_files(api, "bob") == {}
+
+    # a first version with a file the next one drops: an upload replaces the whole skill
+    first = dict(read_source(SKILLS / "writing-style").files) | {"notes/old.md": b"old"}
+    response = await api.bob.post(
+        "/api/skills?personal=true", content=zip_files(first), headers=ZIP
+    )
+    assert response.status_code == 201, response.text
+    assert "skills/writing-style/notes/old.md" in await workspace_files(api, "bob")
 
     response = await api.bob.post(
         "/api/skills?personal=true", content=zip_of("writing-style"), headers=ZIP
@@ -201,8 +264,13 @@ async def test_users_upload_and_delete_their_personal_skills(api: Api) -> None:
         "created": True,
         "source": "personal",
     }
+    # in bob's workspace in the store, file for file; nothing on the API's disk
+    expected = read_source(SKILLS / "writing-style").files
+    assert await workspace_files(api, "bob") == {
+        f"skills/writing-style/{name}": data for name, data in expected.items()
+    }
     workspace = user_workspace(api.home.resolve(), str(api.uids["bob"]))
-    assert (workspace / "skills" / "writing-style" / "SKILL.md").is_file()
+    assert not (workspace / "skills").exists()
     listed = (await api.bob.get("/api/skills")).json()
     assert [
         (s["slug"], s["source"], s["shadowed"]) for s in listed if s["slug"] == "writing-style"
@@ -213,6 +281,6 @@ async def test_users_upload_and_delete_their_personal_skills(api: Api) -> None:
     gone = await api.bob.delete("/api/skills/writing-style?personal=true")
     assert gone.status_code == 204
     error_of(await api.bob.delete("/api/skills/writing-style?personal=true"), 404, "not_found")
-    assert not (workspace / "skills" / "writing-style").exists()
+    assert await workspace_files(api, "bob") == {}
     # the shared one is still there
     assert (await api.bob.get("/api/skills/writing-style")).status_code == 200

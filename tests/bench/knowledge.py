@@ -35,9 +35,7 @@ import argparse
 import json
 import random
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -161,32 +159,31 @@ async def _build(
 
 async def _end_to_end(url: str, args: argparse.Namespace, uid: UUID, words: list[str]) -> float:
     """Chunks per second through ingest_document (extract, split, store; no embeddings)."""
-    from yuxi.files.attachments import stage_bytes
-    from yuxi.knowledge.documents import commit_documents, staging_directory
+    from yuxi.files.attachments import ReceivedFile
+    from yuxi.files.store import PostgresFileStore
+    from yuxi.knowledge.documents import commit_documents
     from yuxi.knowledge.ingest import ingest_document
 
     rng = random.Random(args.seed + 1)
     pool = AsyncConnectionPool(url, min_size=1, max_size=4, open=False, kwargs={"autocommit": True})
     await pool.open()
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            home = Path(tmp)
-            async with pool.connection() as conn:
-                kb = await kb_create(conn, uid, name="E2E")
-            docs = []
-            for n in range(args.e2e_documents):
-                text = "\n\n".join(_chunk_text(words, rng) * 5 for _ in range(20))
-                staged = await stage_bytes(
-                    staging_directory(home, kb.id), f"e{n}.txt", text.encode(), limit=10**9
-                )
-                docs.extend(await commit_documents(pool, home, uid, kb.id, [staged]))
-            started = time.perf_counter()
-            chunks = 0
-            for doc in docs:
-                done = await ingest_document(pool, home, doc.id)
-                assert done is not None and done.status == "ready", done
-                chunks += done.chunks
-            return chunks / (time.perf_counter() - started)
+        files = PostgresFileStore(pool)
+        async with pool.connection() as conn:
+            kb = await kb_create(conn, uid, name="E2E")
+        docs = []
+        for n in range(args.e2e_documents):
+            text = "\n\n".join(_chunk_text(words, rng) * 5 for _ in range(20))
+            staged = ReceivedFile.open(files, uid, f"e{n}.txt", None, limit=10**9)
+            await staged.write(text.encode())
+            docs.extend(await commit_documents(pool, uid, kb.id, [staged]))
+        started = time.perf_counter()
+        chunks = 0
+        for doc in docs:
+            done = await ingest_document(pool, files, doc.id)
+            assert done is not None and done.status == "ready", done
+            chunks += done.chunks
+        return chunks / (time.perf_counter() - started)
     finally:
         await pool.close()
 

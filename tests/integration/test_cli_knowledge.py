@@ -1,5 +1,6 @@
-"""``yuxi kb``: create, upload with progress while a worker ingests, list, search, as an
-operator would from a shell; ``yuxi db status`` says whether vector indexing is on."""
+"""``yuxi kb``: create, upload (into the file store) with progress while a worker on
+another host's YUXI_HOME ingests, list, search, as an operator would from a shell;
+``yuxi db status`` says whether vector indexing is on."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ async def test_kb_create_upload_list_search(world: World, db_url: str, tmp_path:
     (docs / "birds.md").write_text("# Birds\n\nThe kingfisher dives for fish.")
     (docs / "trees.txt").write_text("银杏树的叶子在秋天变黄。")
     (docs / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n0000")
-    async with running_worker(db_url, home):
+    worker_home = tmp_path / "worker-home"  # as on another host: nothing shared but the database
+    async with running_worker(db_url, worker_home):
         code, out, err = await _yuxi(
             env, "kb", "upload", "alice/field-notes", *(str(p) for p in sorted(docs.iterdir()))
         )
@@ -51,6 +53,18 @@ async def test_kb_create_upload_list_search(world: World, db_url: str, tmp_path:
     assert any("ready trees.txt: 1 chunks" in line for line in lines), out
     assert any("failed photo.png: " in line and "unsupported" in line for line in lines), out
     assert "3 documents: 2 ready, 1 failed" in err
+    # the originals are the knowledge base's files in the store, named by document id
+    stored = await world.fetch(
+        "SELECT d.filename, f.bytes, f.sha256 = d.sha256 FROM yuxi.kb_documents d"
+        " JOIN yuxi.file_trees t ON t.kind = 'knowledge_base' AND t.root = d.kb_id::text"
+        " JOIN LATERAL yuxi.file_list(t.id) f ON f.path = d.id::text"
+        " WHERE d.kb_id = %s ORDER BY d.filename",
+        kb_id,
+    )
+    assert stored == [
+        (p.name, p.stat().st_size, True) for p in sorted(docs.iterdir(), key=lambda p: p.name)
+    ]
+    assert not (home / "knowledge").exists() and not (worker_home / "knowledge").exists()
 
     code, out, err = await _yuxi(env, "kb", "list")
     assert code == 0, err

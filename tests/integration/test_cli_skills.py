@@ -1,11 +1,13 @@
 """``yuxi skill``: add a shared skill from a directory and from a ZIP (new versions only
-for new bytes), refuse a ZIP escaping its root, put a personal skill in a workspace,
-list, show versions, delete, as an operator would from a shell."""
+for new bytes), refuse a ZIP escaping its root, put a personal skill in a workspace (in
+the file store, replacing the skill's files as a whole), list, show versions, delete,
+as an operator would from a shell."""
 
 from __future__ import annotations
 
 import io
 import os
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -68,10 +70,39 @@ async def test_a_personal_skill_goes_into_the_workspace(
         env, "skill", "add", str(SKILLS / "report-writer"), "--personal", "alice"
     )
     assert code == 1 and "writing-style" in err  # its dependency is nowhere
-    code, _out, err = await _yuxi(
+    assert await personal_files(world) == {}
+
+    # a first copy with one more file: the next add replaces the skill's files as a whole
+    first = tmp_path / "writing-style"
+    shutil.copytree(SKILLS / "writing-style", first)
+    (first / "extra.md").write_text("dropped by the next add")
+    code, _out, err = await _yuxi(env, "skill", "add", str(first), "--personal", "alice")
+    assert code == 0, err
+    assert "skills/writing-style/extra.md" in await personal_files(world)
+
+    code, out, err = await _yuxi(
         env, "skill", "add", str(SKILLS / "writing-style"), "--personal", "alice"
     )
     assert code == 0, err
-    placed = home / "workspaces" / str(world.alice) / "skills" / "writing-style" / "SKILL.md"
-    assert placed.read_bytes() == (SKILLS / "writing-style" / "SKILL.md").read_bytes()
+    found = read_source(SKILLS / "writing-style")
+    assert out.split() == ["writing-style", "personal", found.sha256]
+    assert await personal_files(world) == {
+        f"skills/writing-style/{name}": data for name, data in found.files.items()
+    }
+    assert not (home / "workspaces").exists()  # the store holds it, not this host's disk
     assert await world.value("SELECT count(*) FROM yuxi.skills") == 0
+
+
+async def personal_files(world: World) -> dict[str, bytes]:
+    """alice's files under skills/ of her workspace tree in the store."""
+    rows = await world.fetch(
+        "SELECT f.path, f.content_id FROM yuxi.file_list(yuxi.workspace_file_tree(%s), 'skills') f",
+        world.alice,
+    )
+    files = {}
+    for path, content in rows:
+        chunks = await world.fetch(
+            "SELECT data FROM yuxi.file_chunks_read(%s, 0, 1000) ORDER BY n", content
+        )
+        files[path] = b"".join(bytes(chunk) for (chunk,) in chunks)
+    return files

@@ -2,15 +2,16 @@
 many connections make one document; chunks are invisible until their document is ready
 (and refused for a document not being processed); a superseded attempt writes nothing;
 a worker SIGKILLed mid-ingest leaves nothing searchable, and the document is queued
-again and ingested by another; a share revoked after preparation is refused where the
-tool executes."""
+again and ingested by another (each worker on a YUXI_HOME of its own: the original is
+read from the file store); a document whose file is gone fails saying so; a share
+revoked after preparation is refused where the tool executes; an upload outliving its
+knowledge base leaves nothing."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import os
-import shutil
 import signal
 import sys
 import time
@@ -26,10 +27,13 @@ from tests.integration.conftest import World
 from tests.integration.racing import race, successes
 from tests.integration.worker_harness import running_worker
 from tests.openai_stub import stub_server
-from yuxi.files.attachments import stage_bytes
-from yuxi.knowledge.documents import commit_documents, staging_directory
+from yuxi.files.attachments import ReceivedFile
+from yuxi.files.store import PostgresFileStore
+from yuxi.knowledge.documents import commit_documents
+from yuxi.knowledge.ingest import ingest_document
 from yuxi.knowledge.search import DatabaseKnowledge
 from yuxi.queue.errors import LeaseLost, NotFound
+from yuxi.queue.files import kb_file_tree
 from yuxi.queue.knowledge import (
     KbDocument,
     kb_chunks_add,
@@ -37,6 +41,7 @@ from yuxi.queue.knowledge import (
     kb_delete,
     kb_document_add,
     kb_document_claim,
+    kb_document_delete,
     kb_document_ready,
     kb_document_redeliver_stalled,
     kb_search,
@@ -49,6 +54,36 @@ SHA = hashlib.sha256(b"x").hexdigest()
 async def new_kb(world: World, **fields: Any) -> UUID:
     async with world.pool.connection() as conn:
         return (await kb_create(conn, world.alice, name=fields.pop("name", "KB"), **fields)).id
+
+
+async def streamed(files: PostgresFileStore, owner: UUID, name: str, data: bytes) -> ReceivedFile:
+    """``data`` streamed into an upload of the store (not linked), in pieces as a
+    request's body would bring it."""
+    received = ReceivedFile.open(files, owner, name, None, limit=1 << 30)
+    for start in range(0, len(data), 64 * 1024):
+        await received.write(data[start : start + 64 * 1024])
+    return received
+
+
+async def uploaded(world: World, kb: UUID, name: str, data: bytes) -> KbDocument:
+    """``data`` uploaded as ``name`` into the store and recorded, as the API does."""
+    staged = await streamed(PostgresFileStore(world.pool), world.alice, name, data)
+    [doc] = await commit_documents(world.pool, world.alice, kb, [staged])
+    return doc
+
+
+async def store_state(world: World, kb: UUID) -> tuple[list[str], int]:
+    """The paths of the knowledge base's tree, and the unfinished contents of alice."""
+    paths = await world.fetch(
+        "SELECT f.path FROM yuxi.file_trees t, LATERAL yuxi.file_list(t.id) f"
+        " WHERE t.kind = 'knowledge_base' AND t.root = %s",
+        str(kb),
+    )
+    unfinished = await world.value(
+        "SELECT count(*) FROM yuxi.file_contents WHERE owner_uid = %s AND sha256 IS NULL",
+        world.alice,
+    )
+    return [row[0] for row in paths], int(unfinished)
 
 
 async def document(world: World, kb: UUID, sha: str = SHA) -> KbDocument:
@@ -126,21 +161,16 @@ async def test_a_superseded_attempt_writes_nothing(world: World) -> None:
 async def test_a_worker_killed_mid_ingest_leaves_nothing_searchable(
     world: World, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    home = tmp_path / "home"
     kb = await new_kb(world, name="Slow", embedding_model="openai:embed-slow")
     with stub_server() as stub:
         stub.embedding_delay = 60.0
-        staged = await stage_bytes(
-            staging_directory(home, kb),
-            "slow.txt",
-            "企鹅生活在南极。Penguins live in Antarctica.".encode(),
-            limit=10**6,
+        doc = await uploaded(
+            world, kb, "slow.txt", "企鹅生活在南极。Penguins live in Antarctica.".encode()
         )
-        [doc] = await commit_documents(world.pool, home, world.alice, kb, [staged])
         env = {
             **os.environ,
             "YUXI_DATABASE_URL": db_url,
-            "YUXI_HOME": str(home),
+            "YUXI_HOME": str(tmp_path / "doomed-home"),
             "YUXI_OPENAI_BASE_URL": stub.base_url,
             "YUXI_OPENAI_API_KEY": "sk-test",
             "YUXI_OPENAI_MAX_RETRIES": "0",
@@ -190,7 +220,8 @@ async def test_a_worker_killed_mid_ingest_leaves_nothing_searchable(
         stub.embedding_delay = 0.0
         monkeypatch.setenv("YUXI_OPENAI_BASE_URL", stub.base_url)
         monkeypatch.setenv("YUXI_OPENAI_API_KEY", "sk-test")
-        async with running_worker(db_url, home):
+        # another worker, another (empty) home: it reads the original from the store
+        async with running_worker(db_url, tmp_path / "second-home"):
             deadline = time.monotonic() + 30
             while (
                 status := await world.value(
@@ -238,21 +269,141 @@ async def test_a_share_revoked_after_preparation_is_refused_where_the_tool_runs(
 
 
 async def test_an_upload_that_outlives_its_knowledge_base_is_a_not_found(
-    world: World, tmp_path: Path
+    world: World,
 ) -> None:
-    """The knowledge base deleted (its row, then its directory) while a document was
-    staged: the upload answers not_found and leaves nothing, never a server error."""
-    home = tmp_path / "home"
-    for remove_row in (False, True):
-        kb = await new_kb(world, name=f"gone-{remove_row}")
-        directory = staging_directory(home, kb)
-        staged = await stage_bytes(directory, "a.txt", b"soon gone", limit=1 << 20)
-        if remove_row:
-            async with world.pool.connection() as conn:
-                await kb_delete(conn, world.alice, kb)
-        shutil.rmtree(directory)
-        with pytest.raises(NotFound):
-            await commit_documents(world.pool, home, world.alice, kb, [staged])
-        assert not directory.exists()
-        rows = await world.fetch("SELECT count(*) FROM yuxi.kb_documents WHERE kb_id = %s", kb)
-        assert rows == [(0,)]
+    """The knowledge base deleted while a document streamed into the store: the upload
+    answers not_found and leaves nothing (no document, no file, no tree, no unfinished
+    content), never a server error."""
+    files = PostgresFileStore(world.pool)
+    kb = await new_kb(world, name="gone")
+    staged = await streamed(files, world.alice, "a.txt", b"soon gone")
+    async with world.pool.connection() as conn:
+        await kb_delete(conn, world.alice, kb)
+    with pytest.raises(NotFound):
+        await commit_documents(world.pool, world.alice, kb, [staged])
+    assert await world.fetch("SELECT count(*) FROM yuxi.kb_documents WHERE kb_id = %s", kb) == [
+        (0,)
+    ]
+    assert await store_state(world, kb) == ([], 0)
+    trees = await world.value(
+        "SELECT count(*) FROM yuxi.file_trees WHERE kind = 'knowledge_base' AND root = %s", str(kb)
+    )
+    assert trees == 0
+
+
+async def test_a_knowledge_base_deleted_while_an_upload_links_keeps_no_tree(
+    world: World,
+) -> None:
+    """kb_delete waits for an upload that is linking an original (it holds the
+    document's row), then drops the tree that upload made: nothing outlives the base."""
+    files = PostgresFileStore(world.pool)
+    kb = await new_kb(world, name="raced")
+    staged = await streamed(files, world.alice, "r.txt", b"racing bytes")
+    async with world.pool.connection() as conn, conn.transaction():
+        doc = await kb_document_add(
+            conn,
+            world.alice,
+            kb,
+            filename="r.txt",
+            size=staged.size,
+            sha256=staged.sha256,
+            media_type="text/plain",
+        )
+        tree = await kb_file_tree(conn, kb)
+        await staged.upload.put(tree, str(doc.id), media_type="text/plain", conn=conn)
+        deleting = asyncio.create_task(_delete_kb(world, kb))
+        await asyncio.sleep(0.3)
+        assert not deleting.done()  # it waits for this transaction
+    await asyncio.wait_for(deleting, 10)
+    assert await store_state(world, kb) == ([], 0)
+    trees = await world.value(
+        "SELECT count(*) FROM yuxi.file_trees WHERE kind = 'knowledge_base' AND root = %s", str(kb)
+    )
+    assert trees == 0
+    files_left = await world.value(
+        "SELECT count(*) FROM yuxi.files f JOIN yuxi.file_trees t ON t.id = f.tree_id"
+        " WHERE t.owner_uid = %s",
+        world.alice,
+    )
+    assert files_left == 0
+
+
+async def _delete_kb(world: World, kb: UUID) -> None:
+    async with await AsyncConnection.connect(world.url, autocommit=True) as conn:
+        await kb_delete(conn, world.alice, kb)
+
+
+async def test_a_document_whose_file_is_gone_fails_saying_so(world: World) -> None:
+    """Ingestion reads the original from the store; once it is gone, the document
+    fails with a message telling the user to upload it again (no retry)."""
+    files = PostgresFileStore(world.pool)
+    kb = await new_kb(world, name="Lost")
+    doc = await uploaded(world, kb, "lost.md", b"# Lost\n\nA page that will be lost.")
+    assert await store_state(world, kb) == ([str(doc.id)], 0)
+    await files.delete(await files.kb_tree(kb), str(doc.id))
+    ended = await ingest_document(world.pool, files, doc.id)
+    assert ended is not None and ended.status == "failed", ended
+    assert ended.error == "lost.md: the uploaded file is missing; upload it again"
+    assert ended.attempts == 1
+
+    # uploaded again, the same bytes are the same document, queued again with its file
+    again = await uploaded(world, kb, "lost.md", b"# Lost\n\nA page that will be lost.")
+    assert (again.id, again.created, again.status) == (doc.id, False, "queued")
+    assert await store_state(world, kb) == ([str(doc.id)], 0)
+    ended = await ingest_document(world.pool, files, doc.id)
+    assert ended is not None and (ended.status, ended.chunks) == ("ready", 1), ended
+
+
+async def test_requests_with_the_same_files_in_other_orders_all_succeed(
+    world: World,
+) -> None:
+    """Ten requests at once, each with the same two files in either order (and one with
+    a file twice): every one succeeds, with one document and one file per content,
+    never a deadlock between the documents' rows and the tree's lock."""
+    files = PostgresFileStore(world.pool)
+    kb = await new_kb(world, name="Orders")
+    contents = {"a.txt": b"alpha " * 300_000, "b.txt": b"beta " * 10}  # one of 2 chunks
+
+    async def request(names: list[str]) -> list[KbDocument]:
+        staged = [await streamed(files, world.alice, name, contents[name]) for name in names]
+        return await commit_documents(world.pool, world.alice, kb, staged)
+
+    orders = [["a.txt", "b.txt"], ["b.txt", "a.txt"]] * 5 + [["b.txt", "b.txt"]]
+    results = await asyncio.gather(*(request(order) for order in orders))
+    ids = {
+        name: {
+            row.id
+            for rows, order in zip(results, orders, strict=True)
+            for row, n in zip(rows, order, strict=True)
+            if n == name
+        }
+        for name in contents
+    }
+    assert all(len(found) == 1 for found in ids.values()), ids
+    assert sum(row.created for rows in results for row in rows) == 2
+    paths, unfinished = await store_state(world, kb)
+    assert sorted(paths) == sorted(str(found.pop()) for found in ids.values())
+    assert unfinished == 0
+    # the owner's trees hold each content once
+    assert (
+        await world.value(
+            "SELECT count(*) FROM yuxi.file_contents WHERE owner_uid = %s", world.alice
+        )
+        == 2
+    )
+
+
+async def test_deleting_a_document_removes_its_file_with_it(world: World) -> None:
+    files = PostgresFileStore(world.pool)
+    kb = await new_kb(world, name="Tidy")
+    keep = await uploaded(world, kb, "keep.txt", b"kept")
+    drop = await uploaded(world, kb, "drop.txt", b"dropped")
+    assert sorted((await store_state(world, kb))[0]) == sorted([str(keep.id), str(drop.id)])
+    async with world.pool.connection() as conn:
+        await kb_document_delete(conn, world.alice, kb, drop.id)
+    assert await store_state(world, kb) == ([str(keep.id)], 0)
+    # a reader of the share cannot delete: the file stays
+    with pytest.raises(NotFound):
+        async with world.pool.connection() as conn:
+            await kb_document_delete(conn, world.bob, kb, keep.id)
+    assert [info.path for info in await files.list(await files.kb_tree(kb))] == [str(keep.id)]

@@ -1,5 +1,8 @@
 """Shared skills in SQL: versions by content, immutability, the digest SQL computes,
-dependency refusals (missing, cycles, racing uploads), sharing and admin-only writes."""
+dependency refusals (missing, cycles, racing uploads), sharing and admin-only writes.
+Personal skills in the file store: written as a whole in one transaction (a failure
+leaves the previous files), read back with the digest of their files, malformed ones
+skipped."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import pytest
 from tests.fixtures.skills import SKILLS, skill_md
 from tests.integration.conftest import World
 from tests.integration.racing import race
-from yuxi.queue.errors import InvalidInput, NotFound, ReadOnly
+from yuxi.files.store import PostgresFileStore
+from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge, ReadOnly
 from yuxi.queue.skills import (
     skill_add,
     skill_delete,
@@ -21,7 +25,12 @@ from yuxi.queue.skills import (
     skills_usable,
 )
 from yuxi.skills.format import bundle, canonical_digest, read_source
-from yuxi.skills.store import add_shared_skill
+from yuxi.skills.store import (
+    add_shared_skill,
+    place_personal_skill,
+    remove_personal_skill,
+    user_personal_skills,
+)
 
 
 def files_of(name: str, description: str = "x", **kw: Any) -> dict[str, bytes]:
@@ -149,3 +158,72 @@ async def test_bad_paths_and_names_are_refused_by_sql(world: World) -> None:
             await skill_add(
                 conn, None, slug="Bad", description="x", front_matter={}, files={"SKILL.md": b""}
             )
+
+
+async def test_a_personal_skill_is_written_whole_in_one_transaction(world: World) -> None:
+    files = PostgresFileStore(world.pool)
+    tree = await files.workspace_tree(world.alice)
+    first = bundle(files_of("notes", "first") | {"a.md": b"a", "deep/b.md": b"b"})
+    async with world.pool.connection() as conn:
+        await place_personal_skill(conn, files, world.alice, first, [], writer_uid=world.alice)
+    listed = await files.list(tree, "skills")
+    assert [i.path for i in listed] == [
+        "skills/notes/SKILL.md",
+        "skills/notes/a.md",
+        "skills/notes/deep/b.md",
+    ]
+    assert {i.written_by_uid for i in listed} == {world.alice}
+    [record] = await user_personal_skills(files, world.alice)
+    assert (record.slug, record.source, record.description) == ("notes", "personal", "first")
+    assert record.sha256 == first.sha256  # streamed from the store, the same digest
+
+    # a second version past the store's per-file limit: refused, the first one intact
+    await world.execute("UPDATE yuxi.file_limits SET file_max_bytes = 1000")
+    try:
+        big = bundle(files_of("notes", "second") | {"big.bin": b"x" * 2000})
+        with pytest.raises(PayloadTooLarge):
+            async with world.pool.connection() as conn:
+                await place_personal_skill(conn, files, world.alice, big, [])
+    finally:
+        await world.execute("UPDATE yuxi.file_limits SET file_max_bytes = DEFAULT")
+    assert [i.path for i in await files.list(tree, "skills")] == [i.path for i in listed]
+    assert (await user_personal_skills(files, world.alice))[0].sha256 == first.sha256
+
+    # a second version that drops files: they go
+    second = bundle(files_of("notes", "second"))
+    async with world.pool.connection() as conn:
+        await place_personal_skill(conn, files, world.alice, second, [])
+    assert [i.path for i in await files.list(tree, "skills")] == ["skills/notes/SKILL.md"]
+    assert (await user_personal_skills(files, world.alice))[0].sha256 == second.sha256
+
+    # dependencies resolve against the user's shared and personal skills
+    with pytest.raises(InvalidInput, match="ghost"):
+        async with world.pool.connection() as conn:
+            await place_personal_skill(
+                conn, files, world.alice, bundle(files_of("top", skills=["ghost"])), []
+            )
+    async with world.pool.connection() as conn:
+        await place_personal_skill(
+            conn, files, world.alice, bundle(files_of("top", skills=["notes"])), []
+        )
+    assert [r.slug for r in await user_personal_skills(files, world.alice)] == ["notes", "top"]
+    assert [r.slug for r in await user_personal_skills(files, world.alice, only="top")] == ["top"]
+    assert await user_personal_skills(files, world.bob) == []
+
+    assert await remove_personal_skill(files, world.alice, "top")
+    assert not await remove_personal_skill(files, world.alice, "top")
+    assert not await remove_personal_skill(files, world.alice, "../notes")
+    assert [r.slug for r in await user_personal_skills(files, world.alice)] == ["notes"]
+
+
+async def test_malformed_personal_skills_in_the_store_are_skipped(world: World) -> None:
+    files = PostgresFileStore(world.pool)
+    tree = await files.workspace_tree(world.alice)
+    await files.write(tree, "skills/good/SKILL.md", files_of("good")["SKILL.md"])
+    await files.write(tree, "skills/other/SKILL.md", files_of("good")["SKILL.md"])  # names good
+    await files.write(tree, "skills/broken/SKILL.md", b"no front matter")
+    await files.write(tree, "skills/binary/SKILL.md", b"\xff\xfe\x00")
+    await files.write(tree, "skills/nomd/README.md", b"no SKILL.md")
+    await files.write(tree, "skills/Not_A_Slug/SKILL.md", files_of("good")["SKILL.md"])
+    await files.write(tree, "skills/README.md", b"beside the skills")
+    assert [r.slug for r in await user_personal_skills(files, world.alice)] == ["good"]

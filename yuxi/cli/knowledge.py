@@ -1,6 +1,6 @@
-"""``yuxi kb``: knowledge bases for operators and scripts: create, list, upload (with
-progress while the worker ingests), search. Works on the database directly, as an
-operator: a knowledge base is named by its id or OWNER/SLUG."""
+"""``yuxi kb``: knowledge bases for operators and scripts: create, list, upload (into
+the file store, with progress while the worker ingests), search. Works on the database
+directly, as an operator: a knowledge base is named by its id or OWNER/SLUG."""
 
 from __future__ import annotations
 
@@ -164,16 +164,13 @@ def upload_command(
     ends. Exits 1 when any failed. The same content twice is one document."""
     settings = settings_or_exit()
     url = database_url_or_exit(settings)
-    failed = asyncio.run(
-        _upload(url, settings.home.resolve(), knowledge_base, files, no_wait, wait_seconds)
-    )
+    failed = asyncio.run(_upload(url, knowledge_base, files, no_wait, wait_seconds))
     if failed:
         raise SystemExit(1)
 
 
 async def _upload(
     url: str,
-    home: Path,
     reference: str,
     files: tuple[Path, ...],
     no_wait: bool,
@@ -181,10 +178,11 @@ async def _upload(
 ) -> int:
     from psycopg_pool import AsyncConnectionPool
 
-    from yuxi.files.attachments import StagedFile
-    from yuxi.knowledge.documents import commit_documents, staging_directory
+    from yuxi.files.attachments import ReceivedFile
+    from yuxi.files.store import PostgresFileStore
+    from yuxi.knowledge.documents import commit_documents
     from yuxi.queue.errors import QueueError
-    from yuxi.queue.knowledge import kb_document_list, kb_find
+    from yuxi.queue.knowledge import kb_document_list, kb_find, kb_get
 
     pool = AsyncConnectionPool(url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True})
     await pool.open()
@@ -192,23 +190,24 @@ async def _upload(
         async with pool.connection() as conn:
             try:
                 kb_id = await kb_find(conn, reference)
+                owner = (await kb_get(conn, None, kb_id)).uid
             except QueueError as error:
                 raise click.ClickException(str(error)) from None
-        directory = await asyncio.to_thread(staging_directory, home, kb_id)
+        store = PostgresFileStore(pool)
         total = len(files)
         ids: dict[UUID, str] = {}
         for n, path in enumerate(files, 1):
-            staged = await StagedFile.open(directory, path.name, None, limit=2**62)
+            # streamed into the store a chunk at a time, as its owner's
+            upload = ReceivedFile.open(store, owner, path.name, None, limit=2**62)
             try:
                 with path.open("rb") as source:
                     while data := await asyncio.to_thread(source.read, READ_BYTES):
-                        await staged.write(data)
-                await staged.close()
+                        await upload.write(data)
             except BaseException:
-                await staged.discard()
+                await upload.discard()
                 raise
             try:
-                [row] = await commit_documents(pool, home, None, kb_id, [staged])
+                [row] = await commit_documents(pool, None, kb_id, [upload])
             except QueueError as error:
                 raise click.ClickException(f"{path.name}: {error}") from None
             ids[row.id] = row.filename

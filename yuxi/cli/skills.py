@@ -1,7 +1,7 @@
 """``yuxi skill``: skills in the Agent Skills format, for operators and scripts: add a
 shared skill (a new immutable version) from a directory or a ZIP, put one in a user's
-workspace as a personal skill, list them, show a skill's versions, delete one. Works on
-the database directly, as an operator."""
+workspace (in the file store) as a personal skill, list them, show a skill's versions,
+delete one. Works on the database directly, as an operator."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import click
 
 from yuxi.cli.connect import (
     JSON_HELP,
+    database_url_or_exit,
     echo_json,
     echo_table,
     settings_or_exit,
@@ -24,7 +25,8 @@ from yuxi.cli.connect import (
 def skill() -> None:
     """Skills: a directory with a SKILL.md (YAML front matter: name, description, ...)
     and the files beside it. Shared skills are stored in the database in versions;
-    personal skills live in a user's workspace under skills/<name>/.
+    personal skills live in a user's workspace (in the database's file store) under
+    skills/<name>/.
     """
 
 
@@ -48,7 +50,8 @@ def _read(source: Path) -> Any:
 @click.option(
     "--personal",
     metavar="USER",
-    help="Put it in USER's workspace (skills/<name>/) instead: a personal skill.",
+    help="Put it in USER's workspace (skills/<name>/, in the file store) instead: a"
+    " personal skill.",
 )
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 def add_command(
@@ -85,27 +88,28 @@ def add_command(
 
 
 def _add_personal(found: Any, owner: str, as_json: bool) -> None:
-    """Writes the skill's files into the user's workspace (replacing that skill's
-    directory), after checking its skill dependencies resolve for that user."""
-    from yuxi.files.layout import user_workspace
-    from yuxi.queue.errors import InvalidInput
+    """Writes the skill's files into the user's workspace in the file store (replacing
+    that skill's directory, in one transaction), after checking its skill dependencies
+    resolve for that user."""
+    from psycopg_pool import AsyncConnectionPool
+
+    from yuxi.files.store import PostgresFileStore
+    from yuxi.queue.skills import skills_usable
     from yuxi.queue.users import user_by_name
     from yuxi.skills.store import place_personal_skill
 
-    settings = settings_or_exit()
+    url = database_url_or_exit(settings_or_exit())
 
-    async def work(conn: Any) -> Any:
-        from yuxi.queue.skills import skills_usable
-
+    async def work(conn: Any) -> None:
         uid = await user_by_name(conn, owner)
-        return uid, await skills_usable(conn, uid)
+        shared = await skills_usable(conn, uid)
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            url, min_size=1, max_size=2, open=False, kwargs={"autocommit": True}
+        )
+        async with pool:
+            await place_personal_skill(conn, PostgresFileStore(pool), uid, found, shared)
 
-    uid, rows = with_database(work)
-    workspace = user_workspace(settings.home.resolve(), str(uid))
-    try:
-        place_personal_skill(workspace, found, rows)
-    except InvalidInput as error:
-        raise click.ClickException(str(error)) from None
+    with_database(work)
     meta = found.meta
     if as_json:
         echo_json({"slug": meta.name, "source": "personal", "sha256": found.sha256})

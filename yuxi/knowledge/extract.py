@@ -1,6 +1,7 @@
-"""From a document file to its text: plain text and Markdown, HTML, PDF (pypdf) and
-Word .docx (python-docx). Anything else is refused with a message naming what is
-supported. Runs in a worker thread: extraction is CPU work."""
+"""From a document to its text: plain text and Markdown, HTML, PDF (pypdf) and Word
+.docx (python-docx). Anything else is refused with a message naming what is supported.
+Text and HTML are read from their bytes; PDF and Word from a file (``FILE_KINDS``: their
+readers seek). Runs in a worker thread: extraction is CPU work."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ SUPPORTED = "txt, md, html, pdf, docx"
 _TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".text", ".csv", ".rst", ".log"})
 _HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 _DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+FILE_KINDS = frozenset({"pdf", "docx"})
+"""The kinds read from a file (``extract_text``); the others from bytes (``extract_data``)."""
 
 
 class ExtractionError(ValueError):
@@ -35,27 +38,54 @@ def document_kind(filename: str, media_type: str) -> str:
 
 
 def extract_text(path: Path, filename: str, media_type: str) -> str:
-    """The document's text, paragraphs separated by blank lines."""
+    """The text of the document in the file at ``path`` (named ``filename`` to users),
+    paragraphs separated by blank lines."""
     kind = document_kind(filename, media_type)
     try:
         if kind == "pdf":
-            return _pdf(path)
+            return _pdf(path, filename)
         if kind == "docx":
             return _docx(path)
-        text = _decode(path.read_bytes())
-        return _html(text) if kind == "html" else text
+        return _text_of(path.read_bytes(), kind)
     except (ExtractionError, FileNotFoundError):
         raise
     except OSError as error:  # its message would name the file's path on this host
         raise ExtractionError(
             f"{filename}: cannot read it: {error.strerror or type(error).__name__}"
         ) from None
-    except (zipfile.BadZipFile, KeyError, ValueError) as error:
-        raise ExtractionError(f"{filename}: cannot read it as {kind}: {error}") from None
-    except Exception as error:  # pypdf raises many types of its own on broken files
-        raise ExtractionError(
-            f"{filename}: cannot read it as {kind}: {type(error).__name__}: {error}"
-        ) from None
+    except Exception as error:
+        raise _unreadable(filename, kind, error, path) from None
+
+
+def extract_data(data: bytes, filename: str, media_type: str) -> str:
+    """The text of a text or HTML document from its bytes (the kinds not in
+    ``FILE_KINDS``)."""
+    kind = document_kind(filename, media_type)
+    if kind in FILE_KINDS:
+        raise ValueError(f"a {kind} document is read from a file (extract_text)")
+    try:
+        return _text_of(data, kind)
+    except ExtractionError:
+        raise
+    except Exception as error:
+        raise _unreadable(filename, kind, error) from None
+
+
+def _text_of(data: bytes, kind: str) -> str:
+    text = _decode(data)
+    return _html(text) if kind == "html" else text
+
+
+def _unreadable(
+    filename: str, kind: str, error: Exception, path: Path | None = None
+) -> ExtractionError:
+    if isinstance(error, (zipfile.BadZipFile, KeyError, ValueError)):
+        detail = str(error)
+    else:  # pypdf raises many types of its own on broken files
+        detail = f"{type(error).__name__}: {error}"
+    if path is not None:  # a reader's message may name the file: users see its name only
+        detail = detail.replace(str(path), filename)
+    return ExtractionError(f"{filename}: cannot read it as {kind}: {detail}")
 
 
 def _decode(data: bytes) -> str:
@@ -74,12 +104,12 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _pdf(path: Path) -> str:
+def _pdf(path: Path, filename: str) -> str:
     from pypdf import PdfReader
 
     reader = PdfReader(path)
     if reader.is_encrypted:
-        raise ExtractionError(f"{path.name}: the PDF is encrypted")
+        raise ExtractionError(f"{filename}: the PDF is encrypted")
     return "\n\n".join((page.extract_text() or "").strip() for page in reader.pages).strip()
 
 

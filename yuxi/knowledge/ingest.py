@@ -1,27 +1,40 @@
 """The ingestion job: one attempt at one document. Claim it (``processing``, attempt
 n), extract its text, chunk it, embed the chunks when the knowledge base has a model,
 then write every chunk and make it ``ready`` in one transaction, so nothing of it is
-searchable before it all is. A document that cannot be read fails with the reason; an
-embedding endpoint that is down or busy is tried again later (three attempts), then
-fails. A superseded attempt (another delivery took the document) writes nothing."""
+searchable before it all is. The original is read from the file store by whichever
+worker takes the job: text and HTML in memory, PDF and Word spooled to a temporary file
+(their readers want one) that is removed once read. A document that cannot be read
+fails with the reason; an embedding endpoint that is down or busy is tried again later
+(three attempts), then fails. A superseded attempt (another delivery took the
+document) writes nothing."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from uuid import UUID
 
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.db.outages import is_connection_error
-from yuxi.files.layout import document_path
+from yuxi.files.store import FileStore
 from yuxi.knowledge.chunk import Chunk, split_text
+from yuxi.knowledge.documents import document_path
 from yuxi.knowledge.embed import BATCH, Embedder, EmbeddingError
-from yuxi.knowledge.extract import ExtractionError, extract_text
+from yuxi.knowledge.extract import (
+    FILE_KINDS,
+    ExtractionError,
+    document_kind,
+    extract_data,
+    extract_text,
+)
 from yuxi.queue.errors import LeaseLost
+from yuxi.queue.files import FileInfo
 from yuxi.queue.knowledge import (
     IngestTask,
     KbDocument,
@@ -47,7 +60,7 @@ class IngestFailure(Exception):
 
 async def ingest_document(
     pool: AsyncConnectionPool[Any],
-    home: Path,
+    files: FileStore,
     document_id: UUID,
     *,
     embedder: Callable[[str], Embedder] = Embedder,
@@ -60,7 +73,7 @@ async def ingest_document(
         return None
     try:
         try:
-            chunks, vectors = await _prepare(home, task, embedder)
+            chunks, vectors = await _prepare(files, task, embedder)
             return await _store(pool, task, chunks, vectors)
         except (IngestFailure, LeaseLost):
             raise
@@ -77,8 +90,7 @@ async def ingest_document(
                     conn,
                     task.document_id,
                     task.attempt,
-                    # clients see this: never a path of this host
-                    str(failure).replace(str(home), "<YUXI_HOME>"),
+                    str(failure),
                     retry=failure.retry,
                     max_attempts=MAX_ATTEMPTS,
                     delay_seconds=RETRY_SECONDS,
@@ -91,11 +103,10 @@ async def ingest_document(
 
 
 async def _prepare(
-    home: Path, task: IngestTask, embedder: Callable[[str], Embedder]
+    files: FileStore, task: IngestTask, embedder: Callable[[str], Embedder]
 ) -> tuple[list[Chunk], list[list[float]] | None]:
-    path = document_path(home, task.kb_id, task.document_id)
     try:
-        text = await asyncio.to_thread(extract_text, path, task.filename, task.media_type)
+        text = await _text(files, task)
     except FileNotFoundError:
         raise IngestFailure(
             f"{task.filename}: the uploaded file is missing; upload it again"
@@ -123,6 +134,52 @@ async def _prepare(
             f" {sorted(dims)} for {len(chunks)} chunks"
         )
     return chunks, vectors
+
+
+async def _text(files: FileStore, task: IngestTask) -> str:
+    """The original's text, read from the store (FileNotFoundError when it is gone)."""
+    kind = document_kind(task.filename, task.media_type)  # before reading any byte
+    info = await files.get(await files.kb_tree(task.kb_id), document_path(task.document_id))
+    if info is None:
+        raise FileNotFoundError(task.filename)
+    if kind not in FILE_KINDS:
+        data = b"".join([piece async for piece in files.stream(info)])
+        return await asyncio.to_thread(extract_data, data, task.filename, task.media_type)
+    try:
+        spool = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="yuxi-ingest-"))
+    except OSError as error:
+        raise _spool_failure(task, error) from None
+    try:
+        path = spool / "original"
+        await _spool(files, info, path, task)
+        return await asyncio.to_thread(extract_text, path, task.filename, task.media_type)
+    finally:
+        await asyncio.to_thread(shutil.rmtree, spool, True)
+
+
+async def _spool(files: FileStore, info: FileInfo, path: Path, task: IngestTask) -> None:
+    """Streams the file into ``path``; the store's errors pass, this host's are an
+    IngestFailure that names no path."""
+    try:
+        handle: IO[bytes] = await asyncio.to_thread(path.open, "wb")
+    except OSError as error:
+        raise _spool_failure(task, error) from None
+    try:
+        async for piece in files.stream(info):
+            try:
+                await asyncio.to_thread(handle.write, piece)
+            except OSError as error:
+                raise _spool_failure(task, error) from None
+    finally:
+        await asyncio.to_thread(handle.close)
+
+
+def _spool_failure(task: IngestTask, error: OSError) -> IngestFailure:
+    return IngestFailure(
+        f"{task.filename}: cannot spool it to a temporary file:"
+        f" {error.strerror or type(error).__name__}",
+        retry=True,
+    )
 
 
 async def _store(

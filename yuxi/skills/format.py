@@ -84,9 +84,15 @@ def canonical_digest(files: Mapping[str, bytes]) -> str:
     digest = hashlib.sha256()
     for path in sorted(files, key=lambda p: p.encode()):
         data = files[path]
-        digest.update(path.encode() + b"\0" + str(len(data)).encode() + b"\0")
+        digest.update(digest_header(path, len(data)))
         digest.update(data)
     return digest.hexdigest()
+
+
+def digest_header(path: str, size: int) -> bytes:
+    """What precedes a file's bytes in the canonical digest (a reader streaming the
+    files feeds this, then the bytes, file by file in bytewise path order)."""
+    return path.encode() + b"\0" + str(size).encode() + b"\0"
 
 
 def _names(value: object, key: str) -> tuple[str, ...]:

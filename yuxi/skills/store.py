@@ -1,26 +1,37 @@
-"""Adding a shared skill from its files: what the API's upload and ``yuxi skill add``
-share. The bytes are checked here (the Agent Skills format, the dependency names), then
-``yuxi.skill_add`` stores them as a new immutable version."""
+"""Adding a skill from its files: what the API's upload and ``yuxi skill add`` share.
+The bytes are checked here (the Agent Skills format, the dependency names), then a
+shared skill is stored by ``yuxi.skill_add`` as a new immutable version, and a personal
+one goes into the user's workspace in the file store, ``skills/<slug>/``, in one
+transaction. The API lists personal skills from the store; a worker reads them from its
+local copy of the workspace (yuxi/skills/resolve.py)."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Sequence
-from pathlib import Path
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
 from psycopg import AsyncConnection
 
 from yuxi.agents.tools.names import builtin_tool_names
+from yuxi.files.store import FileStore
+from yuxi.files.workdir import media_type
 from yuxi.queue.errors import InvalidInput
+from yuxi.queue.files import FileInfo, file_delete, file_write, workspace_file_tree
 from yuxi.queue.skills import SkillAdded, SkillInfo, skill_add
 from yuxi.skills.format import (
+    MAX_BYTES,
+    MAX_FILES,
+    SKILL_FILE,
     SkillBundle,
     SkillFormatError,
     bundle,
     check_relative,
+    digest_header,
     is_skill_slug,
+    parse_skill_md,
     read_zip,
 )
 from yuxi.skills.resolve import (
@@ -29,9 +40,10 @@ from yuxi.skills.resolve import (
     SkillRecord,
     closure,
     merge,
-    personal_skills,
     shared_records,
 )
+
+log = logging.getLogger(__name__)
 
 
 def bundle_of_zip(data: bytes) -> SkillBundle:
@@ -82,15 +94,77 @@ async def add_shared_skill(
     )
 
 
-def user_personal_skills(workspace: Path) -> list[SkillRecord]:
-    """The personal skills a user's workspace holds (for listings)."""
-    return personal_skills(workspace)
+async def user_personal_skills(
+    files: FileStore, uid: UUID, *, only: str | None = None
+) -> list[SkillRecord]:
+    """The personal skills of the user's workspace in the file store
+    (``skills/<slug>/SKILL.md`` and the files beside it), by slug, their digests
+    streamed from the store (``only``: that skill alone). A directory whose name is not
+    a slug, that holds too much, or whose SKILL.md is missing, malformed or names
+    another skill is skipped (and logged), as the worker's reading of its copy skips
+    it."""
+    tree = await files.workspace_tree(uid)
+    grouped: dict[str, dict[str, FileInfo]] = {}
+    prefix = PERSONAL_DIR if only is None else personal_skill_path(only)
+    for info in await files.list(tree, prefix):
+        _skills, slug, *rest = info.path.split("/", 2)
+        if rest and is_skill_slug(slug):
+            grouped.setdefault(slug, {})[rest[0]] = info
+    found: list[SkillRecord] = []
+    for slug in sorted(grouped):
+        record = await _personal_record(files, slug, grouped[slug])
+        if record is not None:
+            found.append(record)
+    return found
 
 
-def place_personal_skill(workspace: Path, found: SkillBundle, shared: Sequence[SkillInfo]) -> None:
-    """Writes ``found`` as a personal skill of the workspace (``skills/<slug>/``, replacing
-    that skill's directory), after checking that its skill dependencies resolve for the
-    user (``shared``: the shared skills they may use). InvalidInput otherwise."""
+async def _personal_record(
+    files: FileStore, slug: str, members: Mapping[str, FileInfo]
+) -> SkillRecord | None:
+    skill_md = members.get(SKILL_FILE)
+    try:
+        if skill_md is None:
+            return None
+        if len(members) > MAX_FILES or sum(i.bytes for i in members.values()) > MAX_BYTES:
+            raise SkillFormatError(f"a skill has at most {MAX_FILES} files and {MAX_BYTES} bytes")
+        raw = b"".join([piece async for piece in files.stream(skill_md)])
+        meta = parse_skill_md(raw.decode("utf-8"))
+        if meta.name != slug:
+            raise SkillFormatError(f"SKILL.md names {meta.name}, not {slug}")
+        digest = hashlib.sha256()
+        for name in sorted(members, key=lambda n: n.encode()):
+            info = members[name]
+            digest.update(digest_header(name, info.bytes))
+            async for piece in files.stream(info):
+                digest.update(piece)
+    except (SkillFormatError, UnicodeDecodeError, FileNotFoundError) as error:
+        log.info("personal skill %s skipped: %s", slug, error)
+        return None
+    return SkillRecord(
+        slug=meta.name,
+        source="personal",
+        description=meta.description,
+        sha256=digest.hexdigest(),
+        skills=meta.skills,
+        tools=meta.tools,
+        mcps=meta.mcps,
+    )
+
+
+async def place_personal_skill(
+    conn: AsyncConnection[Any],
+    files: FileStore,
+    uid: UUID,
+    found: SkillBundle,
+    shared: Sequence[SkillInfo],
+    *,
+    writer_uid: UUID | None = None,
+) -> None:
+    """Writes ``found`` as a personal skill of the user's workspace in the file store
+    (``skills/<slug>/``, replacing everything that was there) in one transaction on
+    ``conn``, after checking that its skill dependencies resolve for the user
+    (``shared``: the shared skills they may use). InvalidInput otherwise; past the
+    store's limits, PayloadTooLarge, and nothing is written."""
     check_tools(found)
     meta = found.meta
     record = SkillRecord(
@@ -102,35 +176,36 @@ def place_personal_skill(workspace: Path, found: SkillBundle, shared: Sequence[S
         tools=meta.tools,
         mcps=meta.mcps,
     )
-    available = merge(shared_records(shared), [*personal_skills(workspace), record])
+    mine = await user_personal_skills(files, uid)
+    available = merge(shared_records(shared), [*mine, record])
     try:
         closure([meta.name], available)
     except SkillError as error:
         raise InvalidInput(str(error)) from None
-    base = workspace / PERSONAL_DIR
-    if base.is_symlink():
-        raise InvalidInput("the workspace's skills directory is a symbolic link")
-    base.mkdir(parents=True, exist_ok=True)
-    target = base / meta.name
-    staging = base / f".{meta.name}.new"
-    shutil.rmtree(staging, ignore_errors=True)
-    for name, data in found.files.items():
-        path = staging / check_relative(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    remove_personal_skill(workspace, meta.name)
-    staging.rename(target)
+    base = personal_skill_path(meta.name)
+    async with conn.transaction():
+        tree = await workspace_file_tree(conn, uid)
+        await file_delete(conn, tree, base, prefix=True)
+        for name in sorted(found.files, key=lambda n: n.encode()):
+            await file_write(
+                conn,
+                tree,
+                f"{base}/{check_relative(name)}",
+                found.files[name],
+                media_type=media_type(name),
+                writer_uid=writer_uid,
+            )
 
 
-def remove_personal_skill(workspace: Path, slug: str) -> bool:
-    """Removes the workspace's personal skill ``slug``; whether there was one."""
+async def remove_personal_skill(files: FileStore, uid: UUID, slug: str) -> bool:
+    """Removes the user's personal skill ``slug`` (every file under ``skills/<slug>/``
+    of their workspace, in one statement); whether there was one."""
     if not is_skill_slug(slug):
         return False
-    target = workspace / PERSONAL_DIR / slug
-    if target.is_symlink():
-        target.unlink()
-        return True
-    if not target.is_dir():
-        return False
-    shutil.rmtree(target)
-    return True
+    tree = await files.workspace_tree(uid)
+    return await files.delete(tree, personal_skill_path(slug), prefix=True) > 0
+
+
+def personal_skill_path(slug: str) -> str:
+    """Where a personal skill's files are in the user's workspace tree."""
+    return f"{PERSONAL_DIR}/{slug}"

@@ -43,6 +43,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.db.pools import app_pool, checkpointer_pool, procrastinate_pool
+from yuxi.files.store import PostgresFileStore
 from yuxi.knowledge.ingest import MAX_ATTEMPTS, ingest_document
 from yuxi.knowledge.search import DatabaseKnowledge
 from yuxi.mcp.discovery import discover_server_tools
@@ -155,7 +156,10 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Re
 
     @app.task(name="ingest_document", queue=KNOWLEDGE_QUEUE)
     async def ingest(document_id: str) -> None:
-        document = await ingest_document(runtime.pool, runtime.home, UUID(document_id))
+        # the original is read from the store: any worker, whatever its YUXI_HOME
+        document = await ingest_document(
+            runtime.pool, PostgresFileStore(runtime.pool), UUID(document_id)
+        )
         if document is not None:
             log.info(
                 "document %s (%s): %s, %d chunks",

@@ -1,10 +1,10 @@
 """Knowledge bases: the caller's own and those shared with them (read-only: writes are
-403), their documents (multipart uploads, ingested by a worker) and search. Another
-user's knowledge base that is not shared with the caller is a 404."""
+403), their documents (multipart uploads streamed into the file store, ingested by a
+worker) and search. Another user's knowledge base that is not shared with the caller is
+a 404."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 from uuid import UUID
 
@@ -16,12 +16,7 @@ from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
 from yuxi.api.uploads import read_files
-from yuxi.knowledge.documents import (
-    commit_documents,
-    remove_document,
-    remove_knowledge_base,
-    staging_directory,
-)
+from yuxi.knowledge.documents import commit_documents, remove_document, remove_knowledge_base
 from yuxi.knowledge.embed import check_embedding_model
 from yuxi.knowledge.search import search
 from yuxi.queue.errors import InvalidInput
@@ -103,9 +98,7 @@ class KnowledgeBasesController(Controller):
     async def remove(
         self, state: State, user: NamedDependency[User], kb_id: FromPath[UUID]
     ) -> None:
-        await remove_knowledge_base(
-            state.yuxi.pool, state.yuxi.settings.home.resolve(), user.uid, kb_id
-        )
+        await remove_knowledge_base(state.yuxi.pool, user.uid, kb_id)
 
     @post(
         "/{kb_id:uuid}/documents",
@@ -123,15 +116,15 @@ class KnowledgeBasesController(Controller):
         settings = state.yuxi.settings
         pool = state.yuxi.pool
         async with pool.connection() as conn:
-            await kb_check_write(conn, user.uid, kb_id)
-        directory = await asyncio.to_thread(staging_directory, settings.home.resolve(), kb_id)
-        staged = await read_files(
+            await kb_check_write(conn, user.uid, kb_id)  # only its owner writes
+        uploads = await read_files(
             request,
-            directory,
+            state.yuxi.files,
+            user.uid,  # the knowledge base's owner: its tree's contents are theirs
             file_limit=settings.kb_document_max_bytes,
             request_limit=settings.kb_upload_max_bytes,
         )
-        return await commit_documents(pool, settings.home.resolve(), user.uid, kb_id, staged)
+        return await commit_documents(pool, user.uid, kb_id, uploads)
 
     @get("/{kb_id:uuid}/documents", summary="The documents of a knowledge base, oldest first")
     async def documents(
@@ -159,9 +152,7 @@ class KnowledgeBasesController(Controller):
         kb_id: FromPath[UUID],
         document_id: FromPath[UUID],
     ) -> None:
-        await remove_document(
-            state.yuxi.pool, state.yuxi.settings.home.resolve(), user.uid, kb_id, document_id
-        )
+        await remove_document(state.yuxi.pool, user.uid, kb_id, document_id)
 
     @post("/{kb_id:uuid}/search", status_code=200, summary="Hybrid search of one knowledge base")
     async def search(

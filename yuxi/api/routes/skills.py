@@ -1,7 +1,8 @@
 """Skills: shared skills (admins upload them as a ZIP of the skill's directory; each
 upload whose files differ adds an immutable version) and the caller's personal skills
-(``skills/<slug>/SKILL.md`` in their workspace). A shared skill the caller may not use is
-a 404; a personal skill with the same slug shadows it in the caller's runs."""
+(``skills/<slug>/SKILL.md`` of their workspace in the file store). A shared skill the
+caller may not use is a 404; a personal skill with the same slug shadows it in the
+caller's runs."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from psycopg import AsyncConnection
 
 from yuxi.api.auth import User, require_admin
 from yuxi.api.limits import RAW_BODY
-from yuxi.files.layout import user_workspace
 from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
 from yuxi.queue.skills import SkillInfo, skill_delete, skill_files, skill_versions, skills_usable
 from yuxi.skills.format import MAX_BYTES
@@ -199,10 +199,12 @@ class SkillsController(Controller):
             raise InvalidInput("share_scope is owner, selected or all")
         found = await asyncio.to_thread(bundle_of_zip, await _upload_bytes(request))
         if personal:
-            # into the caller's workspace, skills/<slug>/ (their dependencies checked)
+            # into the caller's workspace in the store, skills/<slug>/ (their dependencies
+            # checked), in one transaction
             shared = await skills_usable(conn, user.uid)
-            workspace = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid))
-            await asyncio.to_thread(place_personal_skill, workspace, found, shared)
+            await place_personal_skill(
+                conn, state.yuxi.files, user.uid, found, shared, writer_uid=user.uid
+            )
             return SkillAddedView(found.meta.name, None, found.sha256, True, "personal")
         added = await add_shared_skill(
             conn,
@@ -217,8 +219,7 @@ class SkillsController(Controller):
     async def list_all(
         self, state: State, conn: Conn, user: NamedDependency[User]
     ) -> list[SkillView]:
-        workspace = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid))
-        personal = await asyncio.to_thread(user_personal_skills, workspace)
+        personal = await user_personal_skills(state.yuxi.files, user.uid)
         mine = {record.slug for record in personal}
         shared = await skills_usable(conn, user.uid)
         return [_shared(info, info.slug in mine, user.is_admin) for info in shared] + [
@@ -257,8 +258,7 @@ class SkillsController(Controller):
         personal: FromQuery[bool] = False,
     ) -> None:
         if personal:
-            workspace = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid))
-            if not await asyncio.to_thread(remove_personal_skill, workspace, slug):
+            if not await remove_personal_skill(state.yuxi.files, user.uid, slug):
                 raise NotFound(f"personal skill {slug} not found")
             return
         require_admin(user, "delete shared skills")
@@ -271,8 +271,7 @@ async def _detail(
     infos = [i for i in await skills_usable(conn, user.uid) if i.slug == slug]
     if not infos:
         raise NotFound(f"skill {slug} not found")
-    workspace = user_workspace(state.yuxi.settings.home.resolve(), str(user.uid))
-    personal = await asyncio.to_thread(user_personal_skills, workspace)
+    personal = await user_personal_skills(state.yuxi.files, user.uid, only=slug)
     shadowed = any(record.slug == slug for record in personal)
     versions = await skill_versions(conn, user.uid, slug)
     files = await skill_files(conn, user.uid, slug, version)
