@@ -49,10 +49,10 @@ class Hosts:
         }
         if port is not None:
             env["YUXI_PORT"] = str(port)
-        log = (self.root / f"{name}.log").open("ab")
-        self.processes[name] = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "yuxi.cli", command, env=env, stdout=log, stderr=log
-        )
+        with (self.root / f"{name}.log").open("ab") as log:  # the child keeps its own copy
+            self.processes[name] = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "yuxi.cli", command, env=env, stdout=log, stderr=log
+            )
 
     async def stop(self, name: str) -> None:
         process = self.processes.pop(name)
