@@ -1,15 +1,16 @@
 -- yuxi: files attached to conversations (yuxi.attachments, in 02_tables.sql).
 --
--- The API streams an upload into a staging file in the conversation's uploads/, then,
--- in one transaction, calls yuxi.attachment_add (which locks the conversation, checks
--- the thread's total and picks the stored name) and moves the file into place before
--- it commits; a failed commit removes the file again. Uploads to one thread are thus
--- serialised on its conversation row, and no number of concurrent uploads can take a
--- thread past its limit.
+-- The API streams an upload into the file store (an unlinked content, 25_file_store.sql),
+-- then, in one transaction, calls yuxi.attachment_add (which locks the conversation,
+-- checks the thread's total and picks the stored name) and links the file at
+-- uploads/<name> of the conversation's workdir tree (yuxi.file_put) before it commits;
+-- a failed commit links nothing, and the upload is aborted. Uploads to one thread are
+-- thus serialised on its conversation row, and no number of concurrent uploads can take
+-- a thread past its limit.
 
 -- Records an uploaded file of p_bytes as uploads/<name> of the thread: the name asked
 -- for, or "<stem> (2)<ext>", "(3)", … when it is taken by another attachment or by a
--- file already on disk (p_taken, the names the caller found in uploads/). The same
+-- file or directory already there (p_taken, the names the caller found in uploads/). The same
 -- name with the same content returns the attachment already there (created false).
 -- Raises payload_too_large when the thread's attachments would pass p_thread_limit
 -- bytes.
@@ -82,7 +83,7 @@ COMMENT ON FUNCTION yuxi.attachment_list(uuid, uuid) IS
     'The attachments of a live thread of the user, oldest first. Raises not_found (YN001)';
 
 -- Removes one attachment's row and returns its stored name; the caller removes the
--- file (uploads/<filename>) once this has committed.
+-- file (uploads/<filename> of the workdir tree) in the same transaction.
 CREATE FUNCTION yuxi.attachment_delete(p_uid uuid, p_thread_id uuid, p_id uuid) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -279,13 +280,25 @@ async def test_projects_are_created_in_the_callers_workspace(api: Api) -> None:
     # clients see the directory relative to their workspace, never the host's path
     workspace = api.home.resolve() / "workspaces" / str(api.uids["alice"])
     assert first["workdir_path"].startswith("projects/")
-    assert await asyncio.to_thread((workspace / first["workdir_path"]).is_dir)
+    # the column keeps the directory under the workspace; no directory is made on the
+    # API's host (its threads' files are the workdir tree at that root, in the store)
+    stored = await api.value("SELECT workdir_path FROM yuxi.projects WHERE id = %s", first["id"])
+    assert stored == str(workspace / first["workdir_path"])
+    assert not await asyncio.to_thread((workspace / first["workdir_path"]).exists)
 
     response = await api.alice.post("/api/projects", json={"name": "Second", "workdir_path": "a/b"})
     assert response.status_code == 201, response.text
     second = response.json()
     assert second["workdir_path"] == "projects/a/b"
-    assert await asyncio.to_thread((workspace / "projects" / "a" / "b").is_dir)
+    stored = await api.value("SELECT workdir_path FROM yuxi.projects WHERE id = %s", second["id"])
+    assert stored == str(workspace / "projects" / "a" / "b")
+    assert not await asyncio.to_thread((workspace / "projects" / "a").exists)
+    in_second = await api.thread(project_id=second["id"])
+    tree = await api.value(
+        "SELECT yuxi.thread_file_tree(%s, %s)", api.uids["alice"], uuid.UUID(in_second)
+    )
+    root = await api.value("SELECT root FROM yuxi.file_trees WHERE id = %s", tree)
+    assert root == "projects/a/b"
 
     mine = (await api.alice.get("/api/projects")).json()
     ids = [p["id"] for p in mine]

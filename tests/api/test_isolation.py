@@ -13,6 +13,12 @@ from tests.api.conftest import Api, error_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
+# a 1x1 PNG
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwAD"
+    "hgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
 
 @dataclass
 class Alices:
@@ -21,6 +27,7 @@ class Alices:
     dispatched: str
     queued: str
     project: str
+    attachment: str
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -29,7 +36,19 @@ async def alices(api: Api) -> AsyncIterator[Alices]:
     thread = await api.thread(project_id=project)
     head = await api.submit(thread, "alice's first", request_id="alice-head")
     queued = await api.submit(thread, "alice's second", request_id="alice-queued")
-    yield Alices(thread, head["run_id"], head["request_id"], queued["request_id"], project)
+    attached = await api.alice.post(
+        f"/api/chat/thread/{thread}/attachments",
+        files=[("file", ("alice's.txt", b"alice's notes", "text/plain"))],
+    )
+    assert attached.status_code == 201, attached.text
+    yield Alices(
+        thread,
+        head["run_id"],
+        head["request_id"],
+        queued["request_id"],
+        project,
+        attached.json()[0]["id"],
+    )
 
 
 def endpoints(a: Alices) -> list[tuple[str, str, dict[str, Any] | None]]:
@@ -46,6 +65,19 @@ def endpoints(a: Alices) -> list[tuple[str, str, dict[str, Any] | None]]:
             "POST",
             "/api/agent/runs",
             {"thread_id": a.thread, "query": "x", "request_id": "alice-head"},
+        ),
+        # files
+        ("GET", f"/api/chat/thread/{a.thread}/attachments", None),
+        ("POST", f"/api/chat/thread/{a.thread}/attachments", None),
+        ("DELETE", f"/api/chat/thread/{a.thread}/attachments/{a.attachment}", None),
+        ("GET", f"/api/chat/thread/{a.thread}/files", None),
+        ("GET", f"/api/chat/thread/{a.thread}/files?path=uploads", None),
+        ("GET", f"/api/chat/thread/{a.thread}/files/content?path=uploads/alice's.txt", None),
+        ("GET", f"/api/chat/thread/{a.thread}/artifacts", None),
+        (
+            "POST",
+            "/api/agent/runs",
+            {"thread_id": a.thread, "query": "x", "image_content": PNG},
         ),
         # runs
         ("GET", f"/api/agent/runs/{a.run}", None),
@@ -91,6 +123,13 @@ async def test_bob_changed_nothing(api: Api, alices: Alices) -> None:
     assert alices.thread in [t["id"] for t in (await api.alice.get("/api/chat/threads")).json()]
     assert alices.thread not in [t["id"] for t in (await api.bob.get("/api/chat/threads")).json()]
     assert alices.project not in [p["id"] for p in (await api.bob.get("/api/projects")).json()]
+    # alice's files are as she left them, and bob has none
+    [attachment] = (await api.alice.get(f"/api/chat/thread/{alices.thread}/attachments")).json()
+    assert attachment["id"] == alices.attachment
+    files = await api.sql(
+        "SELECT t.owner_uid, f.path FROM yuxi.files f JOIN yuxi.file_trees t ON t.id = f.tree_id"
+    )
+    assert files == [(api.uids["alice"], "uploads/alice's.txt")]
 
 
 async def test_alice_still_reaches_all_of_it(api: Api, alices: Alices) -> None:
@@ -101,5 +140,8 @@ async def test_alice_still_reaches_all_of_it(api: Api, alices: Alices) -> None:
         f"/api/agent/runs/{alices.run}",
         f"/api/agent/runs/{alices.run}/result",
         f"/api/agent/requests/{alices.queued}",
+        f"/api/chat/thread/{alices.thread}/files?path=uploads",
+        f"/api/chat/thread/{alices.thread}/files/content?path=uploads/alice's.txt",
+        f"/api/chat/thread/{alices.thread}/artifacts",
     ):
         assert (await api.alice.get(path)).status_code == 200, path

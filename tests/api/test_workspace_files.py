@@ -1,13 +1,14 @@
 """GET/PUT /api/workspace/files/{name}: the caller's agents/AGENTS.md, USER.md and
-MEMORY.md as raw text, over real HTTP, and nothing else of the host."""
+MEMORY.md as raw text, over real HTTP, and nothing else of the host. They are the
+caller's workspace tree in the file store: the API writes no workspace on its disk."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import os
 from collections.abc import AsyncIterator
 from datetime import datetime
-from pathlib import Path
+from uuid import UUID
 
 import httpx
 import pytest
@@ -28,8 +29,29 @@ async def new_user(api: Api, name: str) -> tuple[str, httpx.AsyncClient]:
     return str(uid), api.client(token)
 
 
-def agents_dir(api: Api, uid: str) -> Path:
-    return api.home / "workspaces" / uid / "agents"
+async def workspace_files(api: Api, uid: str) -> dict[str, bytes]:
+    """The files of the user's workspace tree and their bytes."""
+    tree = await api.value("SELECT yuxi.workspace_file_tree(%s)", UUID(uid))
+    found: dict[str, bytes] = {}
+    for path, content, chunks in await api.sql(
+        "SELECT path, content_id, chunks FROM yuxi.file_list(%s)", tree
+    ):
+        pieces = await api.sql(
+            "SELECT data FROM yuxi.file_chunks_read(%s, 0, %s)", content, chunks - 1
+        )
+        found[path] = b"".join(bytes(piece) for (piece,) in pieces)
+    return found
+
+
+async def write_directly(api: Api, uid: str, path: str, data: bytes) -> None:
+    """A file of the workspace tree as another writer (a worker, psql) leaves it."""
+    await api.sql(
+        "SELECT yuxi.file_write(yuxi.workspace_file_tree(%s), %s, %s)", UUID(uid), path, data
+    )
+
+
+def no_disk(api: Api, uid: str) -> None:
+    assert not (api.home / "workspaces" / uid).exists()
 
 
 def no_host_path(api: Api, response: httpx.Response) -> None:
@@ -40,12 +62,12 @@ def no_host_path(api: Api, response: httpx.Response) -> None:
 async def test_a_new_workspace_gets_the_agents_template_on_first_read(api: Api) -> None:
     uid, client = await new_user(api, "wendy")
     async with client:
-        assert not agents_dir(api, uid).exists()
+        assert await workspace_files(api, uid) == {}
         response = await client.get(f"{FILES}/agents/AGENTS.md")
         assert response.status_code == 200, response.text
         assert response.headers["content-type"] == MARKDOWN
         assert response.text == AGENTS_TEMPLATE
-        assert (agents_dir(api, uid) / "AGENTS.md").read_text() == AGENTS_TEMPLATE
+        assert await workspace_files(api, uid) == {"agents/AGENTS.md": AGENTS_TEMPLATE.encode()}
         # the template is comments only
         assert AGENTS_TEMPLATE.strip().startswith("<!--")
         assert AGENTS_TEMPLATE.strip().endswith("-->")
@@ -54,6 +76,24 @@ async def test_a_new_workspace_gets_the_agents_template_on_first_read(api: Api) 
         # a user who empties it keeps it empty: the template is for a new workspace only
         assert (await client.put(f"{FILES}/agents/AGENTS.md", content=b"")).status_code == 200
         assert (await client.get(f"{FILES}/agents/AGENTS.md")).content == b""
+        assert await workspace_files(api, uid) == {"agents/AGENTS.md": b""}
+    no_disk(api, uid)
+
+
+async def test_a_first_read_racing_a_first_write_never_replaces_the_users_text(
+    api: Api,
+) -> None:
+    for n in range(5):
+        uid, client = await new_user(api, f"racer{n}")
+        async with client:
+            put, got = await asyncio.gather(
+                client.put(f"{FILES}/agents/AGENTS.md", content=b"mine\n"),
+                client.get(f"{FILES}/agents/AGENTS.md"),
+            )
+            assert put.status_code == 200, put.text
+            assert got.status_code == 200 and got.content in (b"mine\n", AGENTS_TEMPLATE.encode())
+            assert (await client.get(f"{FILES}/agents/AGENTS.md")).content == b"mine\n"
+        assert await workspace_files(api, uid) == {"agents/AGENTS.md": b"mine\n"}
 
 
 @pytest.mark.parametrize("name", WORKSPACE_FILES)
@@ -69,15 +109,25 @@ async def test_each_file_is_written_atomically_and_read_back(api: Api, name: str
     assert saved["name"] == name
     assert saved["bytes"] == len(body)
     assert saved["sha256"] == hashlib.sha256(body).hexdigest()
-    datetime.fromisoformat(saved["updated_at"])
-    path = api.home / "workspaces" / uid / name
-    assert path.read_bytes() == body
-    # no temporary file is left next to it
-    assert sorted(p.name for p in path.parent.iterdir() if p.name.startswith(".")) == []
+    updated = datetime.fromisoformat(saved["updated_at"].replace("Z", "+00:00"))
+    files = await workspace_files(api, uid)
+    assert files[name] == body
+    # nothing else is left next to it: the workspace holds its files and nothing more
+    assert set(files) <= set(WORKSPACE_FILES)
+    modified, writer = (
+        await api.sql(
+            "SELECT modified_at, written_by_uid"
+            " FROM yuxi.file_get(yuxi.workspace_file_tree(%s), %s)",
+            api.uids["alice"],
+            name,
+        )
+    )[0]
+    assert (modified, writer) == (updated, api.uids["alice"])
     response = await api.alice.get(f"{FILES}/{name}")
     assert response.status_code == 200
     assert response.headers["content-type"] == MARKDOWN
     assert response.content == body
+    no_disk(api, uid)
 
 
 async def test_a_raw_body_is_not_parsed_as_json(api: Api) -> None:
@@ -111,6 +161,8 @@ async def test_any_other_name_is_not_found(api: Api, name: str) -> None:
         response = await api.alice.request(method, f"{FILES}/{name}", content=b"x")
         error_of(response, 404, "not_found")
         no_host_path(api, response)
+    # nothing was written at any other name
+    assert set(await workspace_files(api, str(api.uids["alice"]))) <= set(WORKSPACE_FILES)
 
 
 async def test_another_users_workspace_is_never_reachable(api: Api) -> None:
@@ -121,8 +173,8 @@ async def test_another_users_workspace_is_never_reachable(api: Api) -> None:
     assert (await api.bob.put(f"{FILES}/agents/MEMORY.md", content=b"bob\n")).status_code == 200
     assert (await api.bob.get(f"{FILES}/agents/MEMORY.md")).content == b"bob\n"
     assert (await api.alice.get(f"{FILES}/agents/MEMORY.md")).content == secret
-    assert (api.home / "workspaces" / alice / "agents/MEMORY.md").read_bytes() == secret
-    assert (api.home / "workspaces" / bob / "agents/MEMORY.md").read_bytes() == b"bob\n"
+    assert (await workspace_files(api, alice))["agents/MEMORY.md"] == secret
+    assert (await workspace_files(api, bob))["agents/MEMORY.md"] == b"bob\n"
     # no spelling of a path leads into alice's workspace
     for name in (
         f"%2e%2e/%2e%2e/{alice}/agents/MEMORY.md",
@@ -131,10 +183,12 @@ async def test_another_users_workspace_is_never_reachable(api: Api) -> None:
     ):
         error_of(await api.bob.get(f"{FILES}/{name}"), 404, "not_found")
         error_of(await api.bob.put(f"{FILES}/{name}", content=b"x"), 404, "not_found")
-    assert (api.home / "workspaces" / alice / "agents/MEMORY.md").read_bytes() == secret
+    assert (await workspace_files(api, alice))["agents/MEMORY.md"] == secret
     # and without a token nothing at all
     error_of(await api.anon.get(f"{FILES}/agents/MEMORY.md"), 401, "unauthorized")
     error_of(await api.anon.put(f"{FILES}/agents/MEMORY.md", content=b"x"), 401, "unauthorized")
+    no_disk(api, alice)
+    no_disk(api, bob)
 
 
 async def test_at_most_64_kib(api: Api) -> None:
@@ -154,6 +208,7 @@ async def test_at_most_64_kib(api: Api) -> None:
     response = await api.alice.put(name, content=chunks())
     error_of(response, 413, "payload_too_large")
     assert (await api.alice.get(name)).content == exact
+    assert (await workspace_files(api, str(api.uids["alice"])))["agents/USER.md"] == exact
 
 
 @pytest.mark.parametrize(
@@ -172,41 +227,36 @@ async def test_the_body_must_be_utf8_text(api: Api, body: bytes) -> None:
     assert (await api.alice.get(f"{FILES}/agents/AGENTS.md")).content == before
 
 
-async def test_a_symlink_is_refused_never_followed(api: Api, tmp_path: Path) -> None:
+async def test_a_directory_at_the_name_is_refused_never_replaced(api: Api) -> None:
     uid, client = await new_user(api, "sylvia")
-    outside = tmp_path / "outside.md"
-    outside.write_text("outside\n")
     async with client:
         assert (await client.get(f"{FILES}/agents/AGENTS.md")).status_code == 200
-        link = agents_dir(api, uid) / "USER.md"
-        link.symlink_to(outside)
+        # what a disk could not hold either: a file under agents/USER.md/
+        await write_directly(api, uid, "agents/USER.md/notes", b"a directory's file\n")
         response = await client.put(f"{FILES}/agents/USER.md", content=b"overwrite\n")
         error = error_of(response, 400, "invalid_input")
-        assert "symbolic link" in error["message"]
+        assert "agents/USER.md is not a regular file" in error["message"]
         no_host_path(api, response)
-        assert str(tmp_path) not in response.text
         error_of(await client.get(f"{FILES}/agents/USER.md"), 404, "not_found")
-        assert outside.read_text() == "outside\n"
-        assert link.is_symlink()
+    assert await workspace_files(api, uid) == {
+        "agents/AGENTS.md": AGENTS_TEMPLATE.encode(),
+        "agents/USER.md/notes": b"a directory's file\n",
+    }
+    no_disk(api, uid)
 
 
-async def test_an_agents_directory_that_is_a_symlink_is_refused(api: Api, tmp_path: Path) -> None:
+async def test_an_agents_that_is_a_file_is_refused(api: Api) -> None:
     uid, client = await new_user(api, "simon")
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (elsewhere / "AGENTS.md").write_text("not yours\n")
-    workspace = api.home / "workspaces" / uid
-    workspace.mkdir(parents=True)
-    (workspace / "agents").symlink_to(elsewhere, target_is_directory=True)
+    await write_directly(api, uid, "agents", b"not a directory\n")
     async with client:
         for name in WORKSPACE_FILES:
             error_of(await client.get(f"{FILES}/{name}"), 404, "not_found")
             response = await client.put(f"{FILES}/{name}", content=b"x\n")
             error_of(response, 400, "invalid_input")
             no_host_path(api, response)
-            assert str(tmp_path) not in response.text
-    assert sorted(os.listdir(elsewhere)) == ["AGENTS.md"]
-    assert (elsewhere / "AGENTS.md").read_text() == "not yours\n"
+    # no template next to it, nothing under it
+    assert await workspace_files(api, uid) == {"agents": b"not a directory\n"}
+    no_disk(api, uid)
 
 
 async def test_a_new_users_first_run_creates_the_template_and_sees_none_of_it(
@@ -222,7 +272,8 @@ async def test_a_new_users_first_run_creates_the_template_and_sees_none_of_it(
     assert submitted.status_code == 202, submitted.text
     run_id = submitted.json()["run_id"]
     assert (await api.wait_run(run_id, who="tess"))["status"] == "completed"
-    assert (agents_dir(api, uid) / "AGENTS.md").read_text() == AGENTS_TEMPLATE
+    # the run made the template, in the store (no GET here made it)
+    assert await workspace_files(api, uid) == {"agents/AGENTS.md": AGENTS_TEMPLATE.encode()}
     # comments only: no prompt file was used, so none is in the manifest
     manifest = (await client.get(f"/api/agent/runs/{run_id}/manifest")).json()
     assert manifest["preloaded"] == {}

@@ -1,19 +1,21 @@
 """Reading a ``multipart/form-data`` upload as it arrives: each part named ``file`` goes
-straight into a staging file of the conversation's ``uploads/`` (yuxi/files/attachments.py),
-so a request of any size holds no more than one network chunk and one flush buffer in
-memory. Other parts are read and ignored."""
+straight into an upload of the file store (yuxi/files/attachments.py ``ReceivedFile``:
+1 MiB chunks committed as they fill), so a request of any size holds no more than one
+network chunk and one chunk of the store in memory. Other parts are read and ignored.
+Nothing is linked at a path here; on any failure every upload is given up."""
 
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import multipart  # type: ignore[import-untyped]
 from litestar import Request
 
-from yuxi.files.attachments import StagedFile
-from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
+from yuxi.files.attachments import ReceivedFile, discard_all
+from yuxi.files.store import FileStore
+from yuxi.queue.errors import InvalidInput, PayloadTooLarge
 
 FILE_FIELD = "file"
 MAX_PARTS = 100
@@ -33,71 +35,65 @@ def boundary_of(request: Request[Any, Any, Any]) -> str:
 
 async def read_files(
     request: Request[Any, Any, Any],
-    uploads: Path,
+    files: FileStore,
+    owner_uid: UUID,
     *,
     file_limit: int,
     request_limit: int,
-) -> list[StagedFile]:
-    """Every ``file`` part of the request, staged and closed. PayloadTooLarge when one
-    file passes ``file_limit`` or the body ``request_limit``; InvalidInput for a
-    malformed body or one without files. Nothing is left behind on failure."""
+) -> list[ReceivedFile]:
+    """Every ``file`` part of the request, streamed into uploads of ``owner_uid`` (every
+    piece written, none linked yet). PayloadTooLarge when one file passes
+    ``file_limit`` or the body ``request_limit`` (the rest of the body is drained so
+    the client reads the 413); InvalidInput for a malformed body or one without files.
+    Nothing of the request stays on failure, a dropped client's included."""
     boundary = boundary_of(request)
-    staged: list[StagedFile] = []
-    current: StagedFile | None = None
-    received = 0
+    received: list[ReceivedFile] = []
+    current: ReceivedFile | None = None
+    size = 0
     body = request.stream()
     try:
         with multipart.PushMultipartParser(boundary, max_segment_count=MAX_PARTS) as parser:
             async for chunk in body:
-                received += len(chunk)
-                if received > request_limit:
+                size += len(chunk)
+                if size > request_limit:
                     raise PayloadTooLarge(
                         f"the request is larger than the {request_limit} bytes accepted"
                     )
                 for event in parser.parse(chunk):
                     if isinstance(event, multipart.MultipartSegment):
-                        current = await _start(event, uploads, file_limit)
+                        current = _start(event, files, owner_uid, file_limit)
                         if current is not None:
-                            staged.append(current)
+                            received.append(current)
                     elif event:
                         if current is not None:
                             await current.write(event)
-                    elif current is not None:
-                        await current.close()
+                    else:
                         current = None
                 if parser.closed:
                     break
     except multipart.MultipartError as error:
-        await _discard(staged)
+        await discard_all(received)
         raise InvalidInput(f"the multipart/form-data body is malformed: {error}") from None
     except PayloadTooLarge:
-        await _discard(staged)
+        await discard_all(received)
         await _drain(body)
         raise
-    except FileNotFoundError:
-        # the destination directory was removed meanwhile (its knowledge base deleted)
-        await _discard(staged)
-        await _drain(body)
-        raise NotFound("the upload's destination was deleted during the upload") from None
-    except BaseException:
-        await _discard(staged)
+    except BaseException:  # a client that went away, a database outage, a cancel
+        await discard_all(received)
         raise
-    if not staged:
+    if not received:
         raise InvalidInput("the body has no file: send each file as a part named file")
-    return staged
+    return received
 
 
-async def _start(segment: Any, uploads: Path, file_limit: int) -> StagedFile | None:
+def _start(segment: Any, files: FileStore, owner_uid: UUID, file_limit: int) -> ReceivedFile | None:
     if segment.name != FILE_FIELD:
         return None
     if segment.filename is None:
         raise InvalidInput("a part named file needs a filename")
-    return await StagedFile.open(uploads, segment.filename, segment.content_type, limit=file_limit)
-
-
-async def _discard(staged: list[StagedFile]) -> None:
-    for item in staged:
-        await item.discard()
+    return ReceivedFile.open(
+        files, owner_uid, segment.filename, segment.content_type, limit=file_limit
+    )
 
 
 async def _drain(body: Any) -> None:

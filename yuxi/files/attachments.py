@@ -1,8 +1,15 @@
-"""Storing attachments: an upload streams into a staging file in the conversation's
-``uploads/`` (hashed and counted as it arrives, never held in memory), then one
-transaction records every file of the request (``yuxi.attachment_add``, under the
-conversation's lock) and links each into place under its stored name. If anything
-fails, nothing stays: files linked so far are removed, and staging files always are.
+"""Storing attachments in the file store, in the conversation's workdir tree. An uploaded
+file streams into an upload of the store as it arrives (``FileStore.upload``: 1 MiB
+chunks committed as they fill, never the whole file in memory); bytes already in memory
+(a run body's image) are held as they are. Then one transaction records every file of
+the request (``yuxi.attachment_add``, under the conversation's lock: the stored name,
+the thread's limit) and links each at ``uploads/<stored name>`` (``Upload.put(...,
+conn=conn)``; ``yuxi.file_write`` for held bytes). If anything fails, nothing stays: the
+transaction rolls back and every upload is aborted (what a lost process leaves, the
+collector removes once its writer's lease runs out).
+
+The worker reads the same files from its cache of the store; ``image_blocks`` reads
+them there.
 """
 
 from __future__ import annotations
@@ -11,104 +18,153 @@ import asyncio
 import base64
 import contextlib
 import hashlib
-import os
-import uuid
-from collections.abc import AsyncIterator
+import logging
+import weakref
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from yuxi.files.workdir import (
-    STAGING_PREFIX,
-    UPLOADS,
-    BadPath,
-    confined,
-    media_type,
-    safe_filename,
-)
+from yuxi.files.store import FileStore, Upload
+from yuxi.files.workdir import UPLOADS, BadPath, confined, media_type, safe_filename
 from yuxi.queue.attachments import AddedAttachment, attachment_add, attachment_delete
 from yuxi.queue.errors import PayloadTooLarge, QueueError
+from yuxi.queue.files import file_delete, file_get, file_list, file_write
 
-FLUSH_BYTES = 1024 * 1024
+log = logging.getLogger("yuxi.files")
+
 _LINK_ATTEMPTS = 5
 
+# A transaction linking uploads holds a pooled connection while it waits for the
+# conversation's lock, and Upload.put sends a file's last piece over a second one: were
+# every connection of the pool held by uploads waiting for that lock, the one holding it
+# would get no second one (each would end in a 503). So the commits to one tree take
+# turns in this process before they take a connection. (Not needed once put sends that
+# piece over the connection it is given.)
+_turns: weakref.WeakValueDictionary[UUID, asyncio.Lock] = weakref.WeakValueDictionary()
 
-def uploads_dir(workdir: Path) -> Path:
-    """``uploads/`` of the workdir, created when missing (never a link leading out)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    uploads = confined(workdir, UPLOADS)
-    uploads.mkdir(exist_ok=True)
-    return uploads
+
+def linking_turn(tree: UUID) -> asyncio.Lock:
+    """This process's turn to link uploads into ``tree``: held before the connection of
+    the transaction that links them is taken."""
+    turn = _turns.get(tree)
+    if turn is None:
+        turn = _turns[tree] = asyncio.Lock()
+    return turn
+
+
+class Attachable(Protocol):
+    """A file to record as an attachment: its name, type, size and digest, known before
+    the transaction that links it."""
+
+    filename: str
+    media_type: str
+    linked: bool
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def sha256(self) -> str: ...
+
+    async def link(self, conn: AsyncConnection[Any], tree: UUID, path: str, uid: UUID) -> None:
+        """Puts the file at ``path`` of ``tree`` in ``conn``'s transaction."""
+        ...
+
+    async def discard(self) -> None:
+        """Gives it up: nothing of it stays unless a commit linked it."""
+        ...
+
+
+def _limited(filename: str, size: int, limit: int) -> None:
+    if size > limit:
+        raise PayloadTooLarge(f"{filename} is larger than the {limit} bytes a file may have")
 
 
 @dataclass
-class StagedFile:
-    """One uploaded file, written to a staging file of ``uploads/``, not yet recorded."""
+class ReceivedFile:
+    """One uploaded file streaming into the store, with the name and media type it is
+    recorded under; linked nowhere until ``attaching`` does. ``limit`` bounds its size
+    (PayloadTooLarge past it, before the piece that passes it is sent)."""
 
-    uploads: Path
+    upload: Upload
     filename: str
     media_type: str
     limit: int
-    path: Path = field(init=False)
-    size: int = 0
-    _digest: Any = field(default_factory=hashlib.sha256, repr=False)
-    _buffer: bytearray = field(default_factory=bytearray, repr=False)
-    _fd: int = -1
+    linked: bool = field(default=False, init=False)
 
     @classmethod
-    async def open(
-        cls, uploads: Path, raw_name: str | None, declared_type: str | None, *, limit: int
-    ) -> StagedFile:
+    def open(
+        cls,
+        files: FileStore,
+        owner_uid: UUID,
+        raw_name: str | None,
+        declared_type: str | None,
+        *,
+        limit: int,
+    ) -> ReceivedFile:
+        """A new upload of ``owner_uid`` named after the client's ``raw_name``."""
         name = safe_filename(raw_name)
-        staged = cls(uploads, name, media_type(name, declared_type), limit)
-        staged.path = uploads / f"{STAGING_PREFIX}{uuid.uuid4().hex}.part"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        staged._fd = await asyncio.to_thread(os.open, staged.path, flags, 0o644)
-        return staged
+        return cls(files.upload(owner_uid), name, media_type(name, declared_type), limit)
+
+    @property
+    def size(self) -> int:
+        return self.upload.size
 
     @property
     def sha256(self) -> str:
-        return str(self._digest.hexdigest())
+        return self.upload.sha256
 
     async def write(self, data: bytes | bytearray | memoryview) -> None:
         """Adds a piece of the file; PayloadTooLarge once it passes the limit."""
-        self.size += len(data)
-        if self.size > self.limit:
-            raise PayloadTooLarge(
-                f"{self.filename} is larger than the {self.limit} bytes a file may have"
-            )
-        self._digest.update(data)
-        self._buffer += data
-        if len(self._buffer) >= FLUSH_BYTES:
-            await self._flush()
+        _limited(self.filename, self.upload.size + len(data), self.limit)
+        await self.upload.write(data)
 
-    async def close(self) -> None:
-        """Writes what is buffered and closes the staging file (it stays on disk)."""
-        if self._fd < 0:
-            return
-        try:
-            await self._flush()
-        finally:
-            fd, self._fd = self._fd, -1
-            os.close(fd)
+    async def link(self, conn: AsyncConnection[Any], tree: UUID, path: str, uid: UUID) -> None:
+        await self.upload.put(tree, path, media_type=self.media_type, writer_uid=uid, conn=conn)
+        self.linked = True
 
     async def discard(self) -> None:
-        with contextlib.suppress(OSError):
-            if self._fd >= 0:
-                fd, self._fd = self._fd, -1
-                os.close(fd)
-        with contextlib.suppress(OSError):
-            self.path.unlink()
+        try:
+            await self.upload.abort()
+        except Exception as error:  # the collector removes it once its lease runs out
+            log.warning("an upload could not be aborted: %s", error)
 
-    async def _flush(self) -> None:
-        if not self._buffer:
-            return
-        data, self._buffer = bytes(self._buffer), bytearray()
-        await asyncio.to_thread(_write_all, self._fd, data)
+
+@dataclass
+class HeldFile:
+    """A file whose bytes are in memory anyway (a run body's image): written in the
+    linking transaction itself, on its connection, so nothing of it is sent before and
+    no second connection is needed."""
+
+    data: bytes
+    filename: str
+    media_type: str
+    linked: bool = field(default=False, init=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    async def link(self, conn: AsyncConnection[Any], tree: UUID, path: str, uid: UUID) -> None:
+        await file_write(conn, tree, path, self.data, media_type=self.media_type, writer_uid=uid)
+        self.linked = True
+
+    async def discard(self) -> None:
+        return None  # nothing was sent
+
+
+async def discard_all(files: Sequence[Attachable]) -> None:
+    for item in files:
+        await item.discard()
 
 
 _IMAGE_TYPES = (
@@ -129,23 +185,23 @@ def image_extension(data: bytes) -> str | None:
     return None
 
 
-async def stage_bytes(uploads: Path, name: str, data: bytes, *, limit: int) -> StagedFile:
-    """``data`` (already in memory, e.g. a run body's image) as a staged upload."""
-    staged = await StagedFile.open(uploads, name, None, limit=limit)
-    try:
-        await staged.write(data)
-        await staged.close()
-    except BaseException:
-        await staged.discard()
-        raise
-    return staged
+def stage_bytes(name: str, data: bytes, *, limit: int) -> HeldFile:
+    """``data`` (already in memory, e.g. a run body's image) as a file for ``attaching``
+    to record and link; PayloadTooLarge past ``limit``."""
+    filename = safe_filename(name)
+    held = HeldFile(data, filename, media_type(filename))
+    _limited(held.filename, held.size, limit)
+    return held
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+async def uploads_taken(conn: AsyncConnection[Any], tree: UUID) -> list[str]:
+    """The names directly under ``uploads/`` of the tree: its files, and the
+    directories its deeper files lie in (a stored name never takes either)."""
+    prefix = f"{UPLOADS}/"
+    names = {
+        info.path[len(prefix) :].split("/", 1)[0] for info in await file_list(conn, tree, UPLOADS)
+    }
+    return sorted(names)
 
 
 @contextlib.asynccontextmanager
@@ -153,88 +209,96 @@ async def attaching(
     conn: AsyncConnection[Any],
     uid: UUID,
     thread_id: UUID,
-    files: list[StagedFile],
+    tree: UUID | None,
+    files: Sequence[Attachable],
     *,
     thread_limit: int,
 ) -> AsyncIterator[list[AddedAttachment]]:
-    """A transaction that records ``files`` (closed) and links each to
-    ``uploads/<stored name>``; the caller may do more in it before it commits. If the
-    block or the commit fails, the linked files are removed again; staging files are
-    removed whatever happens."""
-    placed: list[Path] = []
+    """A transaction that records ``files`` (complete) as attachments of the thread and
+    links each at ``uploads/<stored name>`` of ``tree`` (the thread's workdir tree;
+    None only without files); the caller may do more in it before it commits. Whatever
+    happens, the files are given up afterwards but for those linked by a commit that
+    went through: a failed block or commit leaves nothing."""
+    committed = False
     try:
         async with conn.transaction():
             rows = []
-            taken = await asyncio.to_thread(_names, files[0].uploads) if files else []
-            for staged in files:
-                rows.append(
-                    await _record(conn, uid, thread_id, staged, taken, thread_limit, placed)
-                )
+            if files:
+                if tree is None:
+                    raise ValueError("attachments need the tree they are linked in")
+                taken = await uploads_taken(conn, tree)
+                for item in files:
+                    rows.append(
+                        await _record(conn, uid, thread_id, tree, item, taken, thread_limit)
+                    )
             yield rows
-    except BaseException:
-        for path in placed:
-            with contextlib.suppress(OSError):
-                path.unlink()
-        raise
+        committed = True
     finally:
-        for staged in files:
-            await staged.discard()
+        for item in files:
+            if not (committed and item.linked):
+                await item.discard()
 
 
 async def commit_attachments(
     pool: AsyncConnectionPool[Any],
     uid: UUID,
     thread_id: UUID,
-    files: list[StagedFile],
+    tree: UUID,
+    files: Sequence[Attachable],
     *,
     thread_limit: int,
 ) -> list[AddedAttachment]:
-    """Records ``files`` in a transaction of their own (see ``attaching``)."""
-    async with (
-        pool.connection() as conn,
-        attaching(conn, uid, thread_id, files, thread_limit=thread_limit) as rows,
-    ):
-        return rows
+    """Records ``files`` in a transaction of their own (see ``attaching``), in this
+    process's turn for the tree."""
+    entered = False
+    try:
+        async with linking_turn(tree), pool.connection() as conn:
+            entered = True
+            async with attaching(
+                conn, uid, thread_id, tree, files, thread_limit=thread_limit
+            ) as rows:
+                return rows
+    finally:
+        if not entered:  # no turn or no connection: attaching never ran to give them up
+            await discard_all(files)
 
 
 async def _record(
     conn: AsyncConnection[Any],
     uid: UUID,
     thread_id: UUID,
-    staged: StagedFile,
+    tree: UUID,
+    item: Attachable,
     taken: list[str],
     thread_limit: int,
-    placed: list[Path],
 ) -> AddedAttachment:
     for _attempt in range(_LINK_ATTEMPTS):
         try:
-            # a savepoint per try: a name another writer took meanwhile is tried again
+            # a savepoint per try: a name a writer took meanwhile is tried again
             async with conn.transaction():
                 row = await attachment_add(
                     conn,
                     uid,
                     thread_id,
-                    filename=staged.filename,
-                    size=staged.size,
-                    sha256=staged.sha256,
-                    media_type=staged.media_type,
+                    filename=item.filename,
+                    size=item.size,
+                    sha256=item.sha256,
+                    media_type=item.media_type,
                     thread_limit=thread_limit,
                     taken=taken,
                 )
-                if not row.created:
-                    return row
-                final = staged.uploads / row.filename
-                try:
-                    await asyncio.to_thread(os.link, staged.path, final)
-                except FileExistsError:
+                present = await file_get(conn, tree, row.path) is not None
+                if row.created and present:
+                    # the agent wrote a file at that name since the listing: never replaced
                     taken.append(row.filename)
-                    raise _NameTaken from None
+                    raise _NameTaken
+                if not present:  # new, or the same bytes again whose file was removed
+                    await item.link(conn, tree, row.path, uid)
         except _NameTaken:
             continue
-        placed.append(final)
         taken.append(row.filename)
         return row
-    raise NameConflict(f"no free name for {staged.filename} in uploads/; retry the upload")
+    raise NameConflict(f"no free name for {item.filename} in uploads/; retry the upload")
 
 
 class _NameTaken(Exception):
@@ -245,21 +309,14 @@ class NameConflict(QueueError):
     code = "attachment_conflict"
 
 
-def _names(uploads: Path) -> list[str]:
-    try:
-        return [name for name in os.listdir(uploads) if not name.startswith(STAGING_PREFIX)]
-    except OSError:
-        return []
-
-
 async def remove_attachment(
-    pool: AsyncConnectionPool[Any], uid: UUID, thread_id: UUID, workdir: Path, attachment_id: UUID
+    pool: AsyncConnectionPool[Any], uid: UUID, thread_id: UUID, tree: UUID, attachment_id: UUID
 ) -> None:
-    """Removes the attachment's row, then (once that committed) its file."""
-    async with pool.connection() as conn:
+    """Removes the attachment's row and its file (``uploads/<name>`` of ``tree``) in one
+    transaction; its content goes with the collector."""
+    async with pool.connection() as conn, conn.transaction():
         name = await attachment_delete(conn, uid, thread_id, attachment_id)
-    with contextlib.suppress(OSError):
-        await asyncio.to_thread((workdir / UPLOADS / name).unlink)
+        await file_delete(conn, tree, f"{UPLOADS}/{name}")
 
 
 _IMAGE_MEDIA_TYPES = {

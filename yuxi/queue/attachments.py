@@ -1,6 +1,6 @@
 """Attachments (``yuxi.attachment_*``): files a user attached to a conversation, each
-``uploads/<filename>`` of its workdir. The files themselves are the runtime's
-(yuxi/files/attachments.py); these record them."""
+``uploads/<filename>`` of its workdir tree in the file store. The files themselves are
+yuxi/files/attachments.py's; these record them."""
 
 from __future__ import annotations
 
@@ -50,9 +50,9 @@ async def attachment_add(
     thread_limit: int,
     taken: list[str],
 ) -> AddedAttachment:
-    """Records an upload under the conversation's lock: a free name (``taken``: names
-    found on disk in uploads/), or the attachment already there with the same name and
-    content. PayloadTooLarge past the thread's limit."""
+    """Records an upload under the conversation's lock: a free name (``taken``: the
+    names already under uploads/ of the workdir tree), or the attachment already there
+    with the same name and content. PayloadTooLarge past the thread's limit."""
     return await call_one(
         conn,
         AddedAttachment,
@@ -87,7 +87,8 @@ async def attachment_list(
 async def attachment_delete(
     conn: AsyncConnection[Any], uid: UUID, thread_id: UUID, attachment_id: UUID
 ) -> str:
-    """Removes the row; returns the stored name (the caller deletes the file)."""
+    """Removes the row; returns the stored name (the caller deletes the file, in the
+    same transaction)."""
     return str(
         await call_scalar(
             conn,

@@ -1,10 +1,10 @@
 """Crons: yuxi's scheduled jobs. A cron fires through yuxi's scheduler, each time on a
 new thread (a LangGraph cron without a thread); jobs live in a per-user project named
-``langgraph`` (created on first use, ``projects/langgraph`` in the workspace)."""
+``langgraph`` (created on first use, ``projects/langgraph`` in the workspace: a workdir
+tree of the file store, nothing on the API's host)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 from uuid import UUID
 
@@ -53,9 +53,7 @@ async def default_project(state: State, conn: AsyncConnection[Any], user: User) 
     for project in await project_list(conn, user.uid):
         if project.name == PROJECT:
             return project.id
-    workdir = projects_directory(state.yuxi.settings.home.resolve(), user.uid)
-    workdir = workdir / PROJECT
-    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    workdir = projects_directory(state.yuxi.settings.home.resolve(), user.uid) / PROJECT
     return (await project_create(conn, user.uid, PROJECT, str(workdir))).id
 
 

@@ -1,16 +1,14 @@
 """A conversation's files: attachments (uploads/), the workdir viewer, artifacts (outputs/).
 
-Everything is read from the persisted workdir, never from an agent's runtime. Paths in
-and out are relative to the workdir; one that is absolute, names ``..``, holds a NUL or
-leads outside through a symlink is a 400 (``invalid_input``).
+Every file comes from the file store (the conversation's workdir tree, yuxi/files/store.py)
+and is streamed from its chunks: the API reads and writes no disk for them. Paths in and
+out are relative to the workdir; one that is absolute, names ``..``, holds a NUL or a
+backslash, or is overlong is a 400 (``invalid_input``). Directories are what the paths
+of the files under them say: a tree has no empty ones and no symbolic links.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import stat
-from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,33 +16,32 @@ from urllib.parse import quote
 from uuid import UUID
 
 import msgspec
-from litestar import Controller, Request, delete, get, post
+from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import State
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, Parameter
 from litestar.response import Stream
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
+from yuxi.api.dependencies import caller_briefly
+from yuxi.api.errors import error_response
+from yuxi.api.ranges import Unsatisfiable, byte_range
 from yuxi.api.uploads import read_files
-from yuxi.files.attachments import commit_attachments, remove_attachment, uploads_dir
+from yuxi.files.attachments import commit_attachments, remove_attachment
 from yuxi.files.layout import conversation_workdir
-from yuxi.files.workdir import (
-    OUTPUTS,
-    BadPath,
-    Entry,
-    confined,
-    list_directory,
-    media_type,
-    shown,
-    walk_files,
-)
+from yuxi.files.store import FileStore
+from yuxi.files.workdir import MAX_ENTRIES, OUTPUTS, Entry, client_relative, media_type
 from yuxi.queue.attachments import Attachment, attachment_list
 from yuxi.queue.errors import InvalidInput, NotFound
+from yuxi.queue.files import FileInfo
 from yuxi.queue.threads import thread_workdir
 
 Conn = NamedDependency[AsyncConnection[Any]]
-CHUNK = 256 * 1024
+# the routes that work through the file store, which takes a pooled connection for each
+# statement: the caller is checked on one of its own, held by none of them meanwhile (an
+# upload streams for as long as its client sends)
+BRIEFLY = {"user": Provide(caller_briefly)}
 # what a browser may do with a file it is shown inline: nothing active
 SANDBOX = (
     "sandbox; default-src 'none'; img-src 'self' data:; media-src 'self'; style-src 'unsafe-inline'"
@@ -67,8 +64,8 @@ class AttachmentView(msgspec.Struct, frozen=True):
 
 
 class FileEntry(msgspec.Struct, frozen=True):
-    """A workdir entry; ``kind`` is file, directory or symlink (one leading outside the
-    workdir, never followed); ``path`` is relative to the workdir."""
+    """A workdir entry; ``kind`` is file or directory (symlink: only in a listing of a
+    directory on a disk, a link leading outside it); ``path`` is relative to the workdir."""
 
     name: str
     path: str
@@ -92,7 +89,8 @@ class ArtifactListing(msgspec.Struct, frozen=True):
 async def conversation_root(
     state: State, conn: AsyncConnection[Any], uid: UUID, thread_id: UUID
 ) -> Path:
-    """The thread's workdir on this host (NotFound for a thread the user cannot see)."""
+    """The thread's workdir on a host that keeps one (NotFound for a thread the user
+    cannot see); the file routes here use the store instead."""
     project = await thread_workdir(conn, uid, thread_id)
     return conversation_workdir(state.yuxi.settings.home, uid, thread_id, project)
 
@@ -101,6 +99,45 @@ def entry_view(entry: Entry) -> FileEntry:
     return FileEntry(
         entry.name, entry.path, entry.kind, entry.bytes, entry.modified, entry.media_type
     )
+
+
+def file_entry(info: FileInfo) -> FileEntry:
+    """A file of the store as a listing shows it."""
+    name = info.path.rsplit("/", 1)[-1]
+    return FileEntry(
+        name, info.path, "file", info.bytes, info.modified_at, media_type(name, info.media_type)
+    )
+
+
+def directory_entries(files: list[FileInfo], directory: str) -> tuple[list[FileEntry], bool]:
+    """One level of ``directory`` ('' for the root) from the files under it: its files,
+    and a directory for each first component deeper paths share (modified when its
+    newest file was); directories first, then by name, at most MAX_ENTRIES, and
+    whether more were left out."""
+    skip = len(directory) + 1 if directory else 0
+    entries: list[FileEntry] = []
+    newest: dict[str, datetime] = {}
+    for info in files:
+        name, deeper, _ = info.path[skip:].partition("/")
+        if deeper:
+            if name not in newest or info.modified_at > newest[name]:
+                newest[name] = info.modified_at
+        else:
+            entries.append(file_entry(info))
+    for name, modified in newest.items():
+        path = f"{directory}/{name}" if directory else name
+        entries.append(FileEntry(name, path, "directory", None, modified, None))
+    entries.sort(key=lambda e: (e.kind != "directory", e.name))
+    return entries[:MAX_ENTRIES], len(entries) > MAX_ENTRIES
+
+
+async def file_entries(
+    files: FileStore, tree: UUID, prefix: str = ""
+) -> tuple[list[FileEntry], bool]:
+    """Every file of the tree (under ``prefix``), by path: at most MAX_ENTRIES, and
+    whether more were left out."""
+    found = await files.list(tree, prefix)
+    return [file_entry(info) for info in found[:MAX_ENTRIES]], len(found) > MAX_ENTRIES
 
 
 def attachment_view(thread_id: UUID, row: Attachment, *, created: bool = True) -> AttachmentView:
@@ -117,6 +154,12 @@ def attachment_view(thread_id: UUID, row: Attachment, *, created: bool = True) -
     )
 
 
+def _in_tree(raw: str) -> str:
+    """A client's path as a path of the tree ('' for the workdir itself); BadPath."""
+    relative = client_relative(raw).as_posix()
+    return "" if relative == "." else relative
+
+
 class FilesController(Controller):
     path = "/api/chat/thread/{thread_id:uuid}"
     tags = ("files",)
@@ -126,6 +169,7 @@ class FilesController(Controller):
         status_code=201,
         summary="Attach files (multipart/form-data, one part named file per file)",
         request_max_body_size=None,  # checked as the body streams in (uploads.py)
+        dependencies=BRIEFLY,
     )
     async def attach(
         self,
@@ -135,18 +179,22 @@ class FilesController(Controller):
         thread_id: FromPath[UUID],
     ) -> list[AttachmentView]:
         settings = state.yuxi.settings
-        pool = state.yuxi.pool
-        async with pool.connection() as conn:
-            root = await conversation_root(state, conn, user.uid, thread_id)
-        uploads = await asyncio.to_thread(uploads_dir, root)  # BadPath: a link out
-        staged = await read_files(
+        files: FileStore = state.yuxi.files
+        tree = await files.workdir_tree(user.uid, thread_id)  # 404 before the body is read
+        received = await read_files(
             request,
-            uploads,
+            files,
+            user.uid,
             file_limit=settings.attachment_max_bytes,
             request_limit=settings.thread_attachments_max_bytes + 1024 * 1024,
         )
         rows = await commit_attachments(
-            pool, user.uid, thread_id, staged, thread_limit=settings.thread_attachments_max_bytes
+            state.yuxi.pool,
+            user.uid,
+            thread_id,
+            tree,
+            received,
+            thread_limit=settings.thread_attachments_max_bytes,
         )
         return [attachment_view(thread_id, row, created=row.created) for row in rows]
 
@@ -159,7 +207,11 @@ class FilesController(Controller):
             for row in await attachment_list(conn, user.uid, thread_id)
         ]
 
-    @delete("/attachments/{attachment_id:uuid}", summary="Remove an attachment and its file")
+    @delete(
+        "/attachments/{attachment_id:uuid}",
+        summary="Remove an attachment and its file",
+        dependencies=BRIEFLY,
+    )
     async def detach(
         self,
         state: State,
@@ -167,112 +219,101 @@ class FilesController(Controller):
         thread_id: FromPath[UUID],
         attachment_id: FromPath[UUID],
     ) -> None:
-        pool = state.yuxi.pool
-        async with pool.connection() as conn:
-            root = await conversation_root(state, conn, user.uid, thread_id)
-        await remove_attachment(pool, user.uid, thread_id, root, attachment_id)
+        tree = await state.yuxi.files.workdir_tree(user.uid, thread_id)
+        await remove_attachment(state.yuxi.pool, user.uid, thread_id, tree, attachment_id)
 
-    @get("/files", summary="A directory of the conversation's workdir")
+    @get("/files", summary="A directory of the conversation's workdir", dependencies=BRIEFLY)
     async def files(
         self,
         state: State,
-        conn: Conn,
         user: NamedDependency[User],
         thread_id: FromPath[UUID],
         path: Annotated[str, Parameter(description="relative to the workdir")] = "",
     ) -> FileListing:
-        root = await conversation_root(state, conn, user.uid, thread_id)
-        return await asyncio.to_thread(_listing, root, path)
+        files: FileStore = state.yuxi.files
+        tree = await files.workdir_tree(user.uid, thread_id)
+        directory = _in_tree(path)
+        under = await files.list(tree, directory)
+        if not under and directory:
+            if await files.get(tree, directory) is not None:
+                raise InvalidInput(f"{path} is a file; read it with files/content")
+            raise NotFound(f"no such directory: {path}")
+        entries, truncated = directory_entries(under, directory)
+        return FileListing(directory or ".", entries, truncated)
 
     @get(
         "/files/content",
-        summary="One file of the conversation's workdir, streamed",
+        summary="One file of the conversation's workdir, streamed (Range: bytes=...)",
+        dependencies=BRIEFLY,
     )
     async def content(
         self,
+        request: Request[Any, Any, Any],
         state: State,
-        conn: Conn,
         user: NamedDependency[User],
         thread_id: FromPath[UUID],
         path: Annotated[str, Parameter(description="relative to the workdir")],
         download: Annotated[bool, Parameter(description="Content-Disposition: attachment")] = False,
-    ) -> Stream:
-        root = await conversation_root(state, conn, user.uid, thread_id)
-        target, fd, size = await asyncio.to_thread(_open_file, root, path)
-        entry_type = media_type(target.name)  # litestar adds charset=utf-8 to text/*
-        disposition = "attachment" if download else "inline"
+    ) -> Response[Any]:
+        files: FileStore = state.yuxi.files
+        tree = await files.workdir_tree(user.uid, thread_id)
+        where = _in_tree(path)
+        info = await files.get(tree, where) if where else None
+        if info is None:
+            if not where or await files.list(tree, where):
+                raise InvalidInput(f"{path} is not a file")
+            raise NotFound(f"no such file: {path}")
+        name = where.rsplit("/", 1)[-1]
+        entry_type = media_type(name, info.media_type)  # litestar adds charset=utf-8 to text/*
+        etag = f'"{info.sha256}"'
+        headers = {
+            "ETag": etag,
+            "Accept-Ranges": "bytes",
+            "Content-Disposition": _disposition("attachment" if download else "inline", name),
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": SANDBOX,
+        }
+        if _matches(request.headers.get("if-none-match"), etag):
+            return Response(b"", status_code=304, media_type=entry_type, headers=headers)
+        try:
+            wanted = byte_range(
+                request.headers.get("range"),
+                info.bytes,
+                etag=etag,
+                if_range=request.headers.get("if-range"),
+            )
+        except Unsatisfiable as refused:
+            response = error_response(416, "range_not_satisfiable", str(refused))
+            response.headers.update({"Content-Range": refused.content_range, "ETag": etag})
+            return response
+        if wanted is None:
+            headers["Content-Length"] = str(info.bytes)
+            return Stream(files.stream(info), media_type=entry_type, headers=headers)
+        headers["Content-Length"] = str(wanted.length)
+        headers["Content-Range"] = wanted.content_range
         return Stream(
-            _chunks(fd),
+            files.stream(info, wanted.start, wanted.end),
+            status_code=206,
             media_type=entry_type,
-            headers={
-                "Content-Length": str(size),
-                "Content-Disposition": _disposition(disposition, target.name),
-                "X-Content-Type-Options": "nosniff",
-                "Content-Security-Policy": SANDBOX,
-            },
+            headers=headers,
         )
 
-    @get("/artifacts", summary="What the agent wrote under outputs/")
+    @get("/artifacts", summary="What the agent wrote under outputs/", dependencies=BRIEFLY)
     async def artifacts(
-        self, state: State, conn: Conn, user: NamedDependency[User], thread_id: FromPath[UUID]
+        self, state: State, user: NamedDependency[User], thread_id: FromPath[UUID]
     ) -> ArtifactListing:
-        root = await conversation_root(state, conn, user.uid, thread_id)
-        entries, truncated = await asyncio.to_thread(_outputs, root)
-        return ArtifactListing([entry_view(e) for e in entries], truncated)
+        files: FileStore = state.yuxi.files
+        tree = await files.workdir_tree(user.uid, thread_id)
+        entries, truncated = await file_entries(files, tree, OUTPUTS)
+        return ArtifactListing(entries, truncated)
 
 
-def _listing(root: Path, raw: str) -> FileListing:
-    if not root.is_dir():  # nothing written yet: an empty workdir
-        if raw.strip("/.") == "":
-            return FileListing(".", [], False)
-        raise NotFound(f"no such directory: {raw}")
-    target = confined(root, raw)
-    if not target.exists():
-        raise NotFound(f"no such directory: {raw}")
-    if not target.is_dir():
-        raise InvalidInput(f"{raw} is a file; read it with files/content")
-    base = root.resolve()
-    entries, truncated = list_directory(base, target)
-    return FileListing(shown(base, target), [entry_view(e) for e in entries], truncated)
-
-
-def _outputs(root: Path) -> tuple[list[Entry], bool]:
-    if not root.is_dir():
-        return [], False
-    base = root.resolve()
-    try:
-        outputs = confined(base, OUTPUTS)
-    except BadPath:
-        return [], False  # outputs/ is a link leading out: nothing of it is shown
-    return walk_files(base, outputs)
-
-
-def _open_file(root: Path, raw: str) -> tuple[Path, int, int]:
-    target = confined(root, raw)
-    try:
-        fd = os.open(
-            target, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        )
-    except FileNotFoundError:
-        raise NotFound(f"no such file: {raw}") from None
-    except OSError as error:
-        raise InvalidInput(f"cannot read {raw}: {error.strerror}") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise InvalidInput(f"{raw} is not a file")
-    return target, fd, info.st_size
-
-
-async def _chunks(fd: int) -> AsyncIterator[bytes]:
-    try:
-        while True:
-            data = await asyncio.to_thread(os.read, fd, CHUNK)
-            if not data:
-                return
-            yield data
-    finally:
-        os.close(fd)
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    """Whether an ``If-None-Match`` names the file's ETag (weakly compared) or is ``*``."""
+    if if_none_match is None:
+        return False
+    tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
+    return "*" in tags or etag in tags
 
 
 def _disposition(kind: str, name: str) -> str:

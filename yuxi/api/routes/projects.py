@@ -1,8 +1,11 @@
-"""Projects of the caller."""
+"""Projects of the caller. A project names a directory of the caller's workspace,
+``projects/<workdir_path>``; its conversations' files are the workdir tree at that root
+in the file store (``yuxi.thread_file_tree``), so nothing is made on the API's host."""
 
 from __future__ import annotations
 
-import asyncio
+import posixpath
+import unicodedata
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from psycopg import AsyncConnection
 from yuxi.api.auth import User
 from yuxi.api.bodies import Body
 from yuxi.files.layout import projects_directory, user_workspace
+from yuxi.files.workdir import MAX_NAME_BYTES
 from yuxi.files.workspace import client_path
 from yuxi.queue.projects import Project as StoredProject
 from yuxi.queue.projects import project_create, project_list
@@ -49,6 +53,27 @@ def _view(row: StoredProject, workspace: Path) -> Project:
     )
 
 
+def project_directory(raw: str) -> str:
+    """``raw`` as a directory under the workspace's ``projects/``: normalised, and a path
+    the file store takes for a tree's root (ValidationException otherwise)."""
+    directory = posixpath.normpath(raw)
+    # a project's files stay in its owner's workspace: agents' file tools work there
+    if directory.startswith(("/", "../")) or directory in (".", ".."):
+        raise ValidationException(
+            "workdir_path is a relative directory name inside your workspace's projects/"
+        )
+    for part in directory.split("/"):
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            raise ValidationException(
+                f"workdir_path cannot be created: a name is at most {MAX_NAME_BYTES} bytes"
+            )
+        if "\\" in part or any(unicodedata.category(c) == "Cc" for c in part):
+            raise ValidationException(
+                "workdir_path cannot be created: no backslash or control character in a name"
+            )
+    return directory
+
+
 class ProjectsController(Controller):
     path = "/api/projects"
     tags = ("projects",)
@@ -67,20 +92,11 @@ class ProjectsController(Controller):
             raise ValidationException("a project name is 1-200 characters")
         if data.workdir_path is not None and not 0 < len(data.workdir_path) <= 200:
             raise ValidationException("workdir_path is 1-200 characters")
-        workspace = user_workspace(state.yuxi.settings.home.resolve(), user.uid)
-        projects = projects_directory(state.yuxi.settings.home.resolve(), user.uid)
-        workdir = (projects / (data.workdir_path or uuid4().hex[:12])).resolve()
-        # a project's files stay in its owner's workspace: agents' file tools work there
-        if not workdir.is_relative_to(projects.resolve()) or workdir == projects.resolve():
-            raise ValidationException(
-                "workdir_path is a relative directory name inside your workspace's projects/"
-            )
-        try:
-            await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
-        except OSError as error:  # a name the filesystem refuses; never show the host path
-            raise ValidationException(
-                f"workdir_path cannot be created: {error.strerror or type(error).__name__}"
-            ) from None
+        home = state.yuxi.settings.home.resolve()
+        workspace = user_workspace(home, user.uid)
+        directory = project_directory(data.workdir_path or uuid4().hex[:12])
+        # the column keeps the path as it always has: <workspace>/projects/<directory>
+        workdir = projects_directory(home, user.uid) / directory
         return _view(await project_create(conn, user.uid, data.name, str(workdir)), workspace)
 
     @get("/", summary="The caller's projects")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import hashlib
@@ -25,14 +24,14 @@ from yuxi.api.auth import User
 from yuxi.api.bodies import Body
 from yuxi.api.dependencies import bearer_of
 from yuxi.api.event_hub import Subscription
-from yuxi.api.routes.files import conversation_root
 from yuxi.api.run_stream import STREAM_PAGE, Ended, follow_run
 from yuxi.api.sse import EventStream, sse_message
-from yuxi.files.attachments import attaching, image_extension, stage_bytes, uploads_dir
+from yuxi.files.attachments import attaching, image_extension, stage_bytes
 from yuxi.models.registry import check_model_usable
 from yuxi.queue.attachments import message_refer_attachments
 from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
 from yuxi.queue.events import StreamRead, run_end_event, run_stream_open
+from yuxi.queue.files import thread_file_tree
 from yuxi.queue.requests import (
     RequestInfo,
     request_cancel,
@@ -179,20 +178,26 @@ def run_view(run: Run) -> RunView:
 async def submit_with_files(
     state: State, conn: AsyncConnection[Any], user: User, data: SubmitRun
 ) -> RequestInfo:
-    """A submit whose body carries an image (stored as an attachment of the thread) or
-    names attachments (each must be the thread's): one transaction stores the image,
-    submits and records on the message what it refers to, so a refused submit leaves no
-    file behind."""
+    """A submit whose body carries an image (stored as an attachment of the thread, in
+    its workdir tree of the file store) or names attachments (each must be the
+    thread's): one transaction records and links the image, submits and records on the
+    message what it refers to, so a refused submit leaves no file behind."""
     settings = state.yuxi.settings
-    staged = []
+    images = []
+    tree = None
     if data.image_content is not None:
         image = decode_image(data.image_content, limit=settings.attachment_max_bytes)
-        root = await conversation_root(state, conn, user.uid, data.thread_id)
-        uploads = await asyncio.to_thread(uploads_dir, root)
+        tree = await thread_file_tree(conn, user.uid, data.thread_id)  # 404 for another's
         name = f"image-{hashlib.sha256(image).hexdigest()[:12]}.{image_extension(image)}"
-        staged.append(await stage_bytes(uploads, name, image, limit=settings.attachment_max_bytes))
+        # written in the transaction, on this connection: no other one is needed
+        images.append(stage_bytes(name, image, limit=settings.attachment_max_bytes))
     async with attaching(
-        conn, user.uid, data.thread_id, staged, thread_limit=settings.thread_attachments_max_bytes
+        conn,
+        user.uid,
+        data.thread_id,
+        tree,
+        images,
+        thread_limit=settings.thread_attachments_max_bytes,
     ) as added:
         info = await request_submit(
             conn,
