@@ -1,4 +1,4 @@
--- Files live in PostgreSQL: the file store (sql/schema/25_file_store.sql, new in full).
+-- Files live in PostgreSQL: the file store (sql/schema/26_file_store.sql, new in full).
 
 -- yuxi: the file store. Every file a user needs lives here, so every host sees the same
 -- files and one dump is the whole state (yuxi/files/store.py is the one interface).

@@ -1,6 +1,6 @@
 -- yuxi: files attached to conversations (yuxi.attachments, in 02_tables.sql).
 --
--- The API streams an upload into the file store (an unlinked content, 25_file_store.sql),
+-- The API streams an upload into the file store (an unlinked content, 26_file_store.sql),
 -- then, in one transaction, calls yuxi.attachment_add (which locks the conversation,
 -- checks the thread's total and picks the stored name) and links the file at
 -- uploads/<name> of the conversation's workdir tree (yuxi.file_put) before it commits;

@@ -1,4 +1,4 @@
-"""The file store (sql/schema/25_file_store.sql, yuxi/files/store.py) on a real
+"""The file store (sql/schema/26_file_store.sql, yuxi/files/store.py) on a real
 PostgreSQL: files stream in and out in chunks, paths and limits hold for every writer
 (psql included), racing writers cannot pass a limit, and garbage collection never
 removes what a writer is linking."""

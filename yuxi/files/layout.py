@@ -1,11 +1,14 @@
-"""Where files live under ``$YUXI_HOME``, in one place.
+"""Where a worker keeps its caches under ``$YUXI_HOME``, in one place. The files
+themselves are in the database (yuxi/files/store.py); these are copies.
 
 ```
-<home>/workspaces/<uid>/                  a user's workspace (agents/AGENTS.md, USER.md, MEMORY.md)
-<home>/workspaces/<uid>/threads/<thread>/ a conversation's workdir, unless its project names one
-<home>/workspaces/<uid>/projects/         the default parent of new projects' workdirs
-<home>/knowledge/<kb_id>/<document_id>    a knowledge-base document's original
-<home>/skills/<sha256>/                   the cache of a shared skill version, named by its digest
+<home>/workspaces/<uid>/                  a user's workspace tree (agents/, skills/)
+<home>/workspaces/<uid>/threads/<thread>/ a conversation's workdir tree
+<home>/workspaces/<uid>/projects/<dir>/   a project's workdir tree
+<home>/cache/files/<tree>.json            what the cache of a tree has seen
+<home>/skills/<sha256>/                   a shared skill version, named by its digest
+<home>/knowledge/<kb_id>/<document_id>    (before the file store: imported by
+                                          yuxi db migrate)
 ```
 """
 
@@ -41,14 +44,6 @@ def conversation_workdir(
 def projects_directory(home: Path, uid: UUID | str) -> Path:
     """Where a new project's workdir goes when its creator names none."""
     return user_workspace(home, uid) / PROJECTS
-
-
-def kb_directory(home: Path, kb_id: UUID) -> Path:
-    return home / KNOWLEDGE / str(kb_id)
-
-
-def document_path(home: Path, kb_id: UUID, document_id: UUID) -> Path:
-    return kb_directory(home, kb_id) / str(document_id)
 
 
 def skill_cache(home: Path) -> Path:

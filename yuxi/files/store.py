@@ -1,6 +1,6 @@
 """The file store: the one interface to every file a user needs (attachments, what agents
 write, knowledge-base originals, workspace prompts and memory, personal skills), with
-one implementation, PostgreSQL (``PostgresFileStore``, over sql/schema/25_file_store.sql).
+one implementation, PostgreSQL (``PostgresFileStore``, over sql/schema/26_file_store.sql).
 
 A file is a path of a tree: a user's workspace (``WORKSPACE``, root ``""``), a workdir
 (``WORKDIR``, root ``threads/<id>`` or ``projects/<dir>``, relative to the workspace) or

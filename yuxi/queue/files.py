@@ -1,4 +1,4 @@
-"""The file store (``yuxi.file_*``, sql/schema/25_file_store.sql): trees of files whose
+"""The file store (``yuxi.file_*``, sql/schema/26_file_store.sql): trees of files whose
 bytes are chunked contents. yuxi/files/store.py is the interface callers use."""
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ of the files under them say: a tree has no empty ones and no symbolic links.
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 from uuid import UUID
@@ -29,13 +28,11 @@ from yuxi.api.errors import error_response
 from yuxi.api.ranges import Unsatisfiable, byte_range
 from yuxi.api.uploads import read_files
 from yuxi.files.attachments import commit_attachments, remove_attachment
-from yuxi.files.layout import conversation_workdir
 from yuxi.files.store import FileStore
-from yuxi.files.workdir import MAX_ENTRIES, OUTPUTS, Entry, client_relative, media_type
+from yuxi.files.workdir import MAX_ENTRIES, OUTPUTS, client_relative, media_type
 from yuxi.queue.attachments import Attachment, attachment_list
 from yuxi.queue.errors import InvalidInput, NotFound
 from yuxi.queue.files import FileInfo
-from yuxi.queue.threads import thread_workdir
 
 Conn = NamedDependency[AsyncConnection[Any]]
 # the routes that work through the file store, which takes a pooled connection for each
@@ -84,21 +81,6 @@ class FileListing(msgspec.Struct, frozen=True):
 class ArtifactListing(msgspec.Struct, frozen=True):
     artifacts: list[FileEntry]
     truncated: bool
-
-
-async def conversation_root(
-    state: State, conn: AsyncConnection[Any], uid: UUID, thread_id: UUID
-) -> Path:
-    """The thread's workdir on a host that keeps one (NotFound for a thread the user
-    cannot see); the file routes here use the store instead."""
-    project = await thread_workdir(conn, uid, thread_id)
-    return conversation_workdir(state.yuxi.settings.home, uid, thread_id, project)
-
-
-def entry_view(entry: Entry) -> FileEntry:
-    return FileEntry(
-        entry.name, entry.path, entry.kind, entry.bytes, entry.modified, entry.media_type
-    )
 
 
 def file_entry(info: FileInfo) -> FileEntry:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -20,9 +18,10 @@ from psycopg import AsyncConnection
 
 from yuxi.api.auth import User
 from yuxi.api.bodies import Body
-from yuxi.api.routes.files import conversation_root, entry_view
+from yuxi.api.routes.files import file_entries
 from yuxi.api.routes.runs import RunTiming
-from yuxi.files.workdir import OUTPUTS, walk_files
+from yuxi.files.workdir import OUTPUTS
+from yuxi.queue.files import thread_file_tree
 from yuxi.queue.statuses import RunType
 from yuxi.queue.threads import (
     Thread,
@@ -148,7 +147,7 @@ class ThreadsController(Controller):
     async def agent_state(
         self, state: State, conn: Conn, user: NamedDependency[User], thread_id: FromPath[UUID]
     ) -> ThreadState:
-        root = await conversation_root(state, conn, user.uid, thread_id)  # 404 for others
+        tree = await thread_file_tree(conn, user.uid, thread_id)  # 404 for others
         runs = await thread_runs(conn, user.uid, thread_id)
         children = await thread_subagent_runs(conn, user.uid, thread_id)
         latest = next((r.status for r in reversed(runs) if r.run_type != RunType.SUBAGENT), None)
@@ -157,7 +156,9 @@ class ThreadsController(Controller):
         result = await read_thread_state(
             state.yuxi.checkpointer, str(thread_id), latest_run_status=latest
         )
-        files, artifacts = await asyncio.to_thread(_workdir_files, root)
+        entries, _more = await file_entries(state.yuxi.files, tree)
+        files = [msgspec.to_builtins(entry) for entry in entries]
+        artifacts = [f for f in files if f["path"].startswith(f"{OUTPUTS}/")]
         agent_state = result.agent_state | {
             "files": files,
             "artifacts": artifacts,
@@ -167,15 +168,3 @@ class ThreadsController(Controller):
         if result.interrupt is not None:
             interrupt = {"id": result.interrupt.id, "value": result.interrupt.value}
         return ThreadState(agent_state=agent_state, interrupt=interrupt)
-
-
-def _workdir_files(root: Path) -> tuple[list[Any], list[Any]]:
-    """Every file of the workdir and those under outputs/ (the artifacts), as listed by
-    the files routes."""
-    if not root.is_dir():
-        return [], []
-    base = root.resolve()
-    everything, _more = walk_files(base, base)
-    files = [msgspec.to_builtins(entry_view(e)) for e in everything]
-    artifacts = [f for f in files if f["path"].startswith(f"{OUTPUTS}/")]
-    return files, artifacts
