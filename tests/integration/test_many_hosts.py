@@ -101,7 +101,7 @@ async def test_every_host_sees_the_same_files(world: World, db_url: str, tmp_pat
     async with world.pool.connection() as conn:
         token = await token_create(conn, world.alice)
     await world.execute(
-        "UPDATE yuxi.agents SET config_json = '{\"context\": {\"model\": \"builtin:scripted\","
+        'UPDATE yuxi.agents SET config_json = \'{"context": {"model": "builtin:scripted",'
         " \"enable_memory\": true}}' WHERE slug = 'chatbot'"
     )
     hosts = Hosts(db_url, tmp_path)
