@@ -129,9 +129,11 @@ class TreeCache:
             files = await self.store.list(self.tree)
             fetched = removed = 0
             wanted = {f.path: f for f in files if not self._skipped(f.path)}
-            for path, info in wanted.items():
-                if await asyncio.to_thread(self._current, seen, path, info.sha256):
-                    continue
+            # which local copies are current, in one trip to a worker thread
+            stale = await asyncio.to_thread(
+                lambda: [f for f in wanted.values() if not self._current(seen, f.path, f.sha256)]
+            )
+            for info in stale:
                 await self._fetch(info, seen)
                 fetched += 1
             for path in [p for p in seen.files if p not in wanted]:
