@@ -3,6 +3,8 @@ relative to the user's workspace, while the tools work in the absolute directory
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -121,14 +123,19 @@ async def test_a_project_workdir_in_the_workspace_is_shown_relative(
     assert workdir.is_dir()
 
 
-async def test_a_workdir_outside_the_workspace_is_not_shown(
+async def test_a_project_directory_outside_the_workspace_is_never_used(
     world: World, db_url: str, home: Path, elsewhere: Path
 ) -> None:
+    """Files live in the database: a project whose stored directory lies outside the
+    workspace (a host path) keeps its conversations' files in their own workdir tree,
+    threads/<id>, like a conversation without a project; the host path is never read,
+    written or shown."""
     thread = await _thread_in_project(world, elsewhere)
     async with running_worker(db_url, home):
         info = await world.submit(thread, "hello")
         await completed(world, info.run_id)
-    assert (await _metadata(world, info.run_id))["workdir"] is None
+    assert (await _metadata(world, info.run_id))["workdir"] == f"threads/{thread}"
+    assert not await asyncio.to_thread(os.path.exists, elsewhere)
     _assert_no_host_path(await _client_texts(world, info.run_id), home, elsewhere)
 
 
@@ -154,16 +161,16 @@ async def test_a_failure_names_no_host_path(world: World, db_url: str, home: Pat
     _assert_no_host_path(await _client_texts(world, info.run_id), home)
 
 
-async def test_a_failure_outside_the_workspace_hides_the_workdir(
+async def test_a_file_at_a_projects_host_path_is_left_alone(
     world: World, db_url: str, home: Path, elsewhere: Path
 ) -> None:
+    """Before the file store a file at the project's host path failed the run
+    (``File exists``); now that path is not the workdir at all: the run completes and
+    the file is as it was."""
     _put_file(elsewhere, "a file, not a directory")
     thread = await _thread_in_project(world, elsewhere)
     async with running_worker(db_url, home):
         info = await world.submit(thread, "hello")
-        assert await wait_for_status(world, info.run_id) == "failed"
-    error_message = await world.value(
-        "SELECT error_message FROM yuxi.agent_runs WHERE run_id = %s", info.run_id
-    )
-    assert error_message == "[Errno 17] File exists: '<workdir>'"
+        await completed(world, info.run_id)
+    assert await asyncio.to_thread(elsewhere.read_text) == "a file, not a directory"
     _assert_no_host_path(await _client_texts(world, info.run_id), home, elsewhere)
