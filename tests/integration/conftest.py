@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import psycopg
 import pytest
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from tests.conftest import database_url
 from yuxi.queue.requests import RequestInfo, request_submit
 from yuxi.queue.runs import ClaimedRun, OutputMessage, Run, run_claim, run_finish
 from yuxi.queue.threads import thread_create
@@ -104,3 +109,24 @@ async def world(pool: AsyncConnectionPool, db_url: str) -> World:
         row = await cur.fetchone()
         assert row is not None
     return World(pool, db_url, ids["alice"], ids["bob"], ids["admin"], row[0])
+
+
+@pytest.fixture
+def new_database(pg_server_url: str) -> Iterator[Callable[[], str]]:
+    """Makes databases with nothing in them (not cloned from the migrated template)."""
+    names: list[str] = []
+
+    def make() -> str:
+        names.append(f"yuxi_clidb_{uuid.uuid4().hex[:10]}")
+        with psycopg.connect(pg_server_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(names[-1])))
+        return database_url(pg_server_url, names[-1])
+
+    try:
+        yield make
+    finally:
+        with psycopg.connect(pg_server_url, autocommit=True) as conn:
+            for name in names:
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )

@@ -11,15 +11,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
 
-from tests.conftest import database_url
 from tests.integration.conftest import World
 from yuxi.db.migrations import migrate
 from yuxi.db.paths import migrations_dir
@@ -29,27 +26,6 @@ AGENT_ROW = (
     "SELECT slug, name, backend_id, config_json, description, created_at, updated_at"
     " FROM yuxi.agents ORDER BY slug"
 )
-
-
-@pytest.fixture
-def new_database(pg_server_url: str) -> Iterator[Callable[[], str]]:
-    """Makes databases with nothing in them (not cloned from the migrated template)."""
-    names: list[str] = []
-
-    def make() -> str:
-        names.append(f"yuxi_clidb_{uuid.uuid4().hex[:10]}")
-        with psycopg.connect(pg_server_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(names[-1])))
-        return database_url(pg_server_url, names[-1])
-
-    try:
-        yield make
-    finally:
-        with psycopg.connect(pg_server_url, autocommit=True) as conn:
-            for name in names:
-                conn.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-                )
 
 
 @pytest.fixture

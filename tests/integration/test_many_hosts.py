@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +29,10 @@ pytestmark = pytest.mark.slow
 
 
 class Hosts:
-    def __init__(self, db_url: str, root: Path) -> None:
+    def __init__(self, db_url: str, root: Path, key: str | None = None) -> None:
         self.db_url = db_url
         self.root = root
-        self.key = new_key()
+        self.key = key or new_key()
         self.processes: dict[str, asyncio.subprocess.Process] = {}
 
     def home(self, name: str) -> Path:
@@ -97,7 +97,24 @@ async def _run(client: httpx.AsyncClient, thread: str, query: str) -> dict[str, 
     raise AssertionError(f"run {run_id} did not end")
 
 
-async def test_every_host_sees_the_same_files(world: World, db_url: str, tmp_path: Path) -> None:
+async def _documents_ready(client: httpx.AsyncClient, kb: str) -> list[dict[str, Any]]:
+    for _ in range(600):
+        documents = (await client.get(f"/api/knowledge-bases/{kb}/documents")).json()
+        if documents and all(d["status"] in ("ready", "failed") for d in documents):
+            return list(documents)
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"documents of {kb} still being ingested")
+
+
+async def _search(client: httpx.AsyncClient, kb: str, query: str) -> list[dict[str, Any]]:
+    found = await client.post(f"/api/knowledge-bases/{kb}/search", json={"query": query})
+    assert found.status_code == 200, found.text
+    return list(found.json()["results"])
+
+
+async def test_every_host_sees_the_same_files(
+    world: World, db_url: str, new_database: Callable[[], str], tmp_path: Path
+) -> None:
     async with world.pool.connection() as conn:
         token = await token_create(conn, world.alice)
     await world.execute(
@@ -158,6 +175,17 @@ async def test_every_host_sees_the_same_files(world: World, db_url: str, tmp_pat
             memory = await c.get("/api/workspace/files/agents/MEMORY.md")
             assert "- likes tea" in memory.text and "- has a cat" in memory.text
 
+            # a knowledge document uploaded through A is ingested on B, found through C
+            kb = (await a.post("/api/knowledge-bases", json={"name": "Notes"})).json()["id"]
+            added = await a.post(
+                f"/api/knowledge-bases/{kb}/documents",
+                files=[("file", ("ferns.md", b"# Ferns\n\nFerns grow in shade.", "text/markdown"))],
+            )
+            assert added.status_code == 201, added.text
+            assert [d["status"] for d in await _documents_ready(c, kb)] == ["ready"]
+            [hit] = await _search(c, kb, "ferns shade")
+            assert hit["filename"] == "ferns.md" and "grow in shade" in hit["text"]
+
             # a worker on a new, empty home runs the next turn of the old thread
             await hosts.stop("b")
             await hosts.start("d", "worker")
@@ -172,3 +200,45 @@ async def test_every_host_sees_the_same_files(world: World, db_url: str, tmp_pat
     for name in ("a", "c"):
         assert not (hosts.home(name) / "workspaces").exists(), name
         assert not (hosts.home(name) / "knowledge").exists(), name
+
+    # one dump is the whole state: restored into a new database, served by hosts with
+    # new, empty homes (the same server key), every file, search hit and prompt is back
+    dumped = tmp_path / "yuxi.dump"
+    target = new_database()
+    for command, url in (("dump", db_url), ("restore", target)):
+        done = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "yuxi.cli",
+            "db",
+            command,
+            str(dumped),
+            env={**os.environ, "YUXI_DATABASE_URL": url, "YUXI_HOME": str(tmp_path / "ops")},
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await done.communicate()
+        assert done.returncode == 0, err.decode()
+    restored = Hosts(target, tmp_path / "restored", key=hosts.key)
+    restored.root.mkdir()
+    try:
+        async with api(restored, "e", token) as e:
+            await restored.start("f", "worker")
+            note = await e.get(
+                f"/api/chat/thread/{thread}/files/content", params={"path": "uploads/note.txt"}
+            )
+            assert note.status_code == 200 and note.text == "the secret is 42"
+            again = await e.get(
+                f"/api/chat/thread/{thread}/files/content", params={"path": "outputs/report.md"}
+            )
+            assert again.status_code == 200 and again.text == report
+            [hit] = await _search(e, kb, "ferns shade")
+            assert hit["filename"] == "ferns.md"
+            memory = await e.get("/api/workspace/files/agents/MEMORY.md")
+            assert "- likes tea" in memory.text and "- has a cat" in memory.text
+            turn = await _run(e, thread, '/tool read_file {"path": "uploads/note.txt"}')
+            assert turn["status"] == "completed" and "the secret is 42" in turn["output"], turn
+            manifest = (await e.get(f"/api/agent/runs/{turn['run_id']}/manifest")).json()
+            assert hashlib.sha256(prompt).hexdigest() in json.dumps(manifest)
+    finally:
+        for name in list(restored.processes):
+            await restored.stop(name)
