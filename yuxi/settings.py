@@ -50,6 +50,9 @@ class Settings:
     # worker: runs executed at once, lease length and renewal, shutdown grace
     worker_concurrency: int = 8
     lease_seconds: float = 60.0
+    # attempts of a run given back for causes outside its agent (a lost lease, a lost
+    # database connection, a worker shutting down) before the run fails
+    infra_retries: int = 3
     lease_renew_seconds: float = 10.0
     shutdown_grace_seconds: float = 30.0
     # how often the lease reconciler and the recovery scan run (1-59 s)
@@ -85,6 +88,7 @@ class Settings:
             pool_timeout_seconds=_env_float("YUXI_POOL_TIMEOUT_SECONDS", 5.0),
             worker_concurrency=_env_int("YUXI_WORKER_CONCURRENCY", 8),
             lease_seconds=_env_float("YUXI_LEASE_SECONDS", 60.0),
+            infra_retries=_env_int("YUXI_INFRA_RETRIES", 3),
             lease_renew_seconds=_env_float("YUXI_LEASE_RENEW_SECONDS", 10.0),
             shutdown_grace_seconds=_env_float("YUXI_SHUTDOWN_GRACE_SECONDS", 30.0),
             maintenance_seconds=_env_int("YUXI_MAINTENANCE_SECONDS", 5),
@@ -103,6 +107,8 @@ class Settings:
         """Refuses combinations that cannot work, naming the variable to fix."""
         if not 1 <= self.worker_concurrency <= 1000:
             raise SettingsError("YUXI_WORKER_CONCURRENCY must be between 1 and 1000")
+        if not 0 <= self.infra_retries <= 100:
+            raise SettingsError(f"YUXI_INFRA_RETRIES must be 0-100 (got {self.infra_retries})")
         if self.lease_seconds <= 0 or self.lease_renew_seconds <= 0:
             raise SettingsError("YUXI_LEASE_SECONDS and YUXI_LEASE_RENEW_SECONDS must be positive")
         if self.lease_renew_seconds >= self.lease_seconds:

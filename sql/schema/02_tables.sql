@@ -277,6 +277,9 @@ CREATE TABLE yuxi.agent_runs (
     -- the last event batch the current attempt appended (run_append_batch); each claim
     -- resets it, so a batch re-sent after a lost reply is recognised and skipped
     last_event_batch      bigint NOT NULL DEFAULT 0,
+    -- attempts given back for a cause outside the agent: a lost lease, a lost database
+    -- connection, a worker shutting down (they do not spend agents.max_run_attempts)
+    infra_retries         integer NOT NULL DEFAULT 0 CHECK (infra_retries >= 0),
     CHECK ((run_type = 'chat') = (created_by_run_id IS NULL)),
     CHECK ((manifest IS NULL) = (manifest_fingerprint IS NULL)),
     -- a lease exists exactly while a worker executes the run
@@ -311,6 +314,8 @@ COMMENT ON COLUMN yuxi.agent_runs.history_entry IS
     'The run as history renders it (JSON text), generated';
 COMMENT ON COLUMN yuxi.agent_runs.last_event_batch IS
     'The number of the last event batch the current attempt appended (yuxi.run_append_batch); reset by each claim';
+COMMENT ON COLUMN yuxi.agent_runs.infra_retries IS
+    'Attempts given back for a cause outside the agent (lost lease, lost database connection, worker shutdown), limited by the workers'' YUXI_INFRA_RETRIES, not by agents.max_run_attempts';
 
 ALTER TABLE yuxi.conversations
     ADD CONSTRAINT conversations_last_run_fk FOREIGN KEY (last_run_id)
@@ -368,6 +373,22 @@ CREATE TABLE yuxi.agent_run_attempts (
 COMMENT ON TABLE yuxi.agent_run_attempts IS
     'One row per claim of a run, written when it starts and once when it ends';
 
+-- The tool calls of a run whose effect was applied, by the model's tool call id: a later
+-- attempt of the run that makes the same call again (it resumed before the call's result
+-- reached the checkpoint) gets the recorded result instead of applying it twice. Written
+-- in the transaction of the effect itself where the effect is in the database (memory).
+CREATE TABLE yuxi.run_tool_calls (
+    run_id      uuid NOT NULL REFERENCES yuxi.agent_runs (run_id) ON DELETE CASCADE,
+    call_id     text NOT NULL CHECK (length(call_id) BETWEEN 1 AND 200),
+    tool        text NOT NULL CHECK (length(tool) BETWEEN 1 AND 200),
+    attempt_no  integer NOT NULL CHECK (attempt_no >= 1),
+    result      text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (run_id, call_id)
+);
+COMMENT ON TABLE yuxi.run_tool_calls IS
+    'Side-effecting tool calls a run applied, by tool call id, with their result: applied at most once across attempts (yuxi.run_tool_call_record)';
+
 -- Durable event log per run: SSE clients resume from any seq, at any later time.
 CREATE TABLE yuxi.run_events (
     run_id      uuid NOT NULL REFERENCES yuxi.agent_runs (run_id) ON DELETE CASCADE,
@@ -395,9 +416,10 @@ INSERT INTO yuxi.maintenance_counters (name, value) VALUES
     ('redelivered_missing', 0),
     ('redelivered_stalled', 0),
     ('released_after_error', 0),
-    ('delivery_pruned', 0);
+    ('delivery_pruned', 0),
+    ('released_after_agent_error', 0);
 COMMENT ON TABLE yuxi.maintenance_counters IS
-    'Counts of maintenance work since the database was created: lease_expired (leases the reconciler ended), lease_released (of those, runs put back to pending for another attempt), redelivered_missing (pending runs re-delivered because their job was missing or finished), redelivered_stalled (pending runs re-delivered because their job''s worker stopped), released_after_error (runs a worker gave back for another attempt after losing its database connection, yuxi.run_retry), delivery_pruned (finished or abandoned procrastinate jobs deleted, yuxi.delivery_prune)';
+    'Counts of maintenance work since the database was created: lease_expired (leases the reconciler ended), lease_released (of those, runs put back to pending for another attempt), redelivered_missing (pending runs re-delivered because their job was missing or finished), redelivered_stalled (pending runs re-delivered because their job''s worker stopped), released_after_error (runs a worker gave back for another attempt after losing its database connection, yuxi.run_retry), delivery_pruned (finished or abandoned procrastinate jobs deleted, yuxi.delivery_prune), released_after_agent_error (runs a worker gave back for another attempt within their agent''s max_run_attempts after the agent, its model or a tool failed, yuxi.run_retry)';
 
 -- ---------------------------------------------------------------------------------
 -- Scheduled agent jobs

@@ -513,21 +513,61 @@ $$;
 COMMENT ON FUNCTION yuxi.run_finish(uuid, uuid, text, jsonb, text, text, timestamptz, boolean, jsonb, jsonb) IS
     'Worker: ends a run completed, failed, cancelled or interrupted with its output messages, last events and token usage, and moves the thread''s queue on. Raises invalid_input (YV001), lease_lost (YL001), illegal_transition (YT001)';
 
--- Gives a run back for another attempt (e.g. a worker shutting down). A run whose
--- cancellation was requested is cancelled instead: there is nothing left to retry.
--- The delivery of a run given back for another attempt: a new procrastinate job, or
--- none for a child run (its parent's worker takes it again).
+-- How long a run given back after p_attempts attempts waits before its next one: none
+-- after the first (a crashed worker's run goes on at once elsewhere), then 1 s, 2 s,
+-- 4 s, … up to 30 s.
+CREATE FUNCTION yuxi.run_retry_delay(p_attempts integer) RETURNS interval
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_attempts <= 1 THEN interval '0'
+                ELSE make_interval(secs => least(30, power(2, least(p_attempts, 10) - 2)))
+           END
+$$;
+COMMENT ON FUNCTION yuxi.run_retry_delay(integer) IS
+    'The back-off before the next attempt of a run given back after p_attempts attempts: 0, 1 s, 2 s, 4 s, … up to 30 s';
+
+-- The delivery of a run given back for another attempt: a new procrastinate job after
+-- the run's back-off, or none for a child run (its parent's worker takes it again).
 CREATE FUNCTION yuxi.run_redelivery_job(p_run yuxi.agent_runs) RETURNS bigint
 LANGUAGE plpgsql AS $$
 BEGIN
     IF p_run.run_type = 'subagent' THEN
         RETURN NULL;
     END IF;
-    RETURN yuxi.run_delivery_job(p_run.run_id);
+    RETURN yuxi.run_delivery_job(p_run.run_id, false, yuxi.run_retry_delay(p_run.attempt_count));
 END;
 $$;
 COMMENT ON FUNCTION yuxi.run_redelivery_job(yuxi.agent_runs) IS
-    'Internal: the delivery job of a run given back for another attempt (none for a child run, which its parent executes)';
+    'Internal: the delivery job of a run given back for another attempt, after its back-off (none for a child run, which its parent executes)';
+
+-- Gives a leased run (locked by the caller) back as pending for another attempt, its
+-- delivery after the back-off; p_infra counts the attempt as an infrastructure retry.
+-- The caller ends the attempt's row.
+CREATE FUNCTION yuxi.run_give_back(p_run yuxi.agent_runs, p_infra boolean, p_now timestamptz)
+RETURNS yuxi.agent_runs
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_run yuxi.agent_runs;
+BEGIN
+    UPDATE yuxi.agent_runs r
+    SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = p_now,
+        infra_retries = r.infra_retries + CASE WHEN p_infra THEN 1 ELSE 0 END,
+        delivery_job_id = yuxi.run_redelivery_job(p_run)
+    WHERE r.run_id = p_run.run_id
+    RETURNING * INTO v_run;
+    PERFORM yuxi.run_cancel_children(p_run.run_id, p_now);
+    RETURN v_run;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_give_back(yuxi.agent_runs, boolean, timestamptz) IS
+    'Internal: a leased, locked run goes back to pending for another attempt (delivered after its back-off; p_infra: counted in infra_retries)';
+
+-- The message of a run failed because its infrastructure retries are spent.
+CREATE FUNCTION yuxi.run_infra_spent(p_message text, p_run yuxi.agent_runs) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT left(format('%s; no infrastructure retry left (%s used)', p_message, p_run.infra_retries), 4000)
+$$;
+COMMENT ON FUNCTION yuxi.run_infra_spent(text, yuxi.agent_runs) IS
+    'Internal: the error message of a run failed with its infrastructure retries spent';
 
 -- A parent whose attempt ended without ending the run (given back for another attempt)
 -- takes its children with it: the next attempt starts its own, and nothing else would
@@ -544,51 +584,65 @@ $$;
 COMMENT ON FUNCTION yuxi.run_cancel_children(uuid, timestamptz) IS
     'Internal: asks the active child runs of a run to stop (its attempt ended)';
 
+-- Gives a run back for another attempt (a worker shutting down), as an infrastructure
+-- retry: with p_infra_limit retries spent, the run fails with `worker_shutdown` instead.
+-- A run whose cancellation was requested is cancelled: there is nothing left to retry.
 CREATE FUNCTION yuxi.run_release(
-    p_run_id uuid, p_token uuid, p_reason text DEFAULT NULL, p_now timestamptz DEFAULT NULL
+    p_run_id uuid, p_token uuid, p_reason text DEFAULT NULL, p_now timestamptz DEFAULT NULL,
+    p_infra_limit integer DEFAULT 3
 ) RETURNS yuxi.agent_runs
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_run yuxi.agent_runs;
+    v_message text;
 BEGIN
     v_run := yuxi.run_lock(p_run_id);
     PERFORM yuxi.lease_check(v_run, p_token, v_now);
     IF v_run.status = 'cancel_requested' THEN
         RETURN yuxi.run_finish(p_run_id, p_token, 'cancelled', '[]', NULL, NULL, v_now, true, '[]');
     END IF;
-    UPDATE yuxi.agent_runs
-    SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now,
-        delivery_job_id = yuxi.run_redelivery_job(v_run)
-    WHERE run_id = p_run_id
-    RETURNING * INTO v_run;
+    IF v_run.infra_retries >= p_infra_limit THEN
+        v_message := yuxi.run_infra_spent(coalesce(p_reason, 'the worker stopped'), v_run);
+        RETURN yuxi.run_finish(
+            p_run_id, p_token, 'failed', '[]', 'worker_shutdown', v_message, v_now, true,
+            jsonb_build_array(jsonb_build_object('event', 'error', 'payload', jsonb_build_object(
+                'error_type', 'worker_shutdown', 'message', v_message))));
+    END IF;
+    v_run := yuxi.run_give_back(v_run, true, v_now);
     UPDATE yuxi.agent_run_attempts SET ended_at = v_now, outcome = 'released', detail = p_reason
     WHERE run_id = p_run_id AND lease_token = p_token;
-    PERFORM yuxi.run_cancel_children(p_run_id, v_now);
     RETURN v_run;
 END;
 $$;
-COMMENT ON FUNCTION yuxi.run_release(uuid, uuid, text, timestamptz) IS
-    'Worker: gives a run back as pending for another attempt (a cancel_requested one is cancelled instead). Raises lease_lost (YL001)';
+COMMENT ON FUNCTION yuxi.run_release(uuid, uuid, text, timestamptz, integer) IS
+    'Worker: gives a run back as pending for another attempt, an infrastructure retry (failed with worker_shutdown once p_infra_limit are spent; a cancel_requested one is cancelled). Raises lease_lost (YL001)';
 
--- Gives a run back after its attempt was cut by an error that is not the run's own (the
--- worker lost its database connection mid-run): another attempt when the agent's retry
--- budget (agents.max_run_attempts) has one left, as yuxi.run_reconcile_expired would
--- after a lost lease; otherwise the run fails with p_error_type after an `error` event,
--- like any failure the worker writes. A run whose cancellation was requested is
--- cancelled instead. p_notify: as for run_finish.
+-- Gives a run back after its attempt was cut by an error: p_cause 'infrastructure' (the
+-- worker lost its database connection mid-run: not the agent's fault) retries within
+-- p_infra_limit infrastructure retries, without spending the agent's budget; p_cause
+-- 'agent' (the agent, its model or a tool failed) retries within the agent's budget,
+-- agents.max_run_attempts attempts of its own. Otherwise the run fails with
+-- p_error_type after an `error` event, like any failure the worker writes. A run whose
+-- cancellation was requested is cancelled instead. p_notify: as for run_finish.
 CREATE FUNCTION yuxi.run_retry(
     p_run_id uuid, p_token uuid, p_error_type text, p_error_message text,
-    p_now timestamptz DEFAULT NULL, p_notify boolean DEFAULT true
+    p_now timestamptz DEFAULT NULL, p_notify boolean DEFAULT true,
+    p_cause text DEFAULT 'infrastructure', p_infra_limit integer DEFAULT 3
 ) RETURNS yuxi.agent_runs
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_run yuxi.agent_runs;
     v_max integer;
+    v_infra boolean := p_cause = 'infrastructure';
+    v_message text := left(p_error_message, 4000);
 BEGIN
-    IF p_error_type IS NULL OR p_error_type !~ '^[a-z][a-z_]{0,62}$' THEN
-        RAISE EXCEPTION 'error type must be a lowercase name' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    IF p_error_type IS NULL OR p_error_type !~ '^[A-Za-z][A-Za-z0-9_]{0,62}$' THEN
+        RAISE EXCEPTION 'error type must be a name' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF p_cause IS NULL OR p_cause NOT IN ('infrastructure', 'agent') THEN
+        RAISE EXCEPTION 'cause must be infrastructure or agent' USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
     v_run := yuxi.run_lock(p_run_id);
     PERFORM yuxi.lease_check(v_run, p_token, v_now);
@@ -596,28 +650,28 @@ BEGIN
         RETURN yuxi.run_finish(p_run_id, p_token, 'cancelled', '[]', NULL, NULL, v_now, p_notify, '[]');
     END IF;
     SELECT a.max_run_attempts INTO v_max FROM yuxi.agents a WHERE a.slug = v_run.agent_slug;
-    IF v_run.attempt_count >= coalesce(v_max, 1) THEN
-        RETURN yuxi.run_finish(
-            p_run_id, p_token, 'failed', '[]', p_error_type, p_error_message, v_now, p_notify,
-            jsonb_build_array(jsonb_build_object('event', 'error', 'payload', jsonb_build_object(
-                'error_type', p_error_type, 'message', left(p_error_message, 4000)))));
+    IF v_infra AND v_run.infra_retries >= p_infra_limit THEN
+        v_message := yuxi.run_infra_spent(v_message, v_run);
     END IF;
-    UPDATE yuxi.agent_runs
-    SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now,
-        delivery_job_id = yuxi.run_redelivery_job(v_run)
-    WHERE run_id = p_run_id
-    RETURNING * INTO v_run;
+    IF (v_infra AND v_run.infra_retries >= p_infra_limit)
+       OR (NOT v_infra AND v_run.attempt_count - v_run.infra_retries >= coalesce(v_max, 1)) THEN
+        RETURN yuxi.run_finish(
+            p_run_id, p_token, 'failed', '[]', p_error_type, v_message, v_now, p_notify,
+            jsonb_build_array(jsonb_build_object('event', 'error', 'payload', jsonb_build_object(
+                'error_type', p_error_type, 'message', v_message))));
+    END IF;
+    v_run := yuxi.run_give_back(v_run, v_infra, v_now);
     UPDATE yuxi.agent_run_attempts
     SET ended_at = v_now, outcome = 'released',
         detail = left(format('%s: %s', p_error_type, p_error_message), 4000)
     WHERE run_id = p_run_id AND lease_token = p_token;
-    PERFORM yuxi.run_cancel_children(p_run_id, v_now);
-    PERFORM yuxi.maintenance_count('released_after_error');
+    PERFORM yuxi.maintenance_count(CASE WHEN v_infra THEN 'released_after_error'
+                                        ELSE 'released_after_agent_error' END);
     RETURN v_run;
 END;
 $$;
-COMMENT ON FUNCTION yuxi.run_retry(uuid, uuid, text, text, timestamptz, boolean) IS
-    'Worker: after an error that is not the run''s own (a lost database connection), gives the run back for another attempt within the agent''s retry budget, else fails it with p_error_type (a cancel_requested run is cancelled). Raises invalid_input (YV001), lease_lost (YL001)';
+COMMENT ON FUNCTION yuxi.run_retry(uuid, uuid, text, text, timestamptz, boolean, text, integer) IS
+    'Worker: after an error cuts an attempt, gives the run back for another attempt (p_cause infrastructure: within p_infra_limit infrastructure retries; agent: within agents.max_run_attempts), else fails it with p_error_type (a cancel_requested run is cancelled). Raises invalid_input (YV001), lease_lost (YL001)';
 
 -- Asks a run to stop, and its child runs with it. A pending run (no worker holds it)
 -- or an interrupted one is cancelled at once; a running one becomes
@@ -806,17 +860,19 @@ COMMENT ON VIEW yuxi.expired_run_leases IS
 
 -- Ends runs whose worker stopped renewing. Safe to run from many processes at once:
 -- each run is taken under SKIP LOCKED and re-checked, so it is handled exactly once.
--- A run with attempts left (agents.max_run_attempts) is released to continue from its
--- checkpoint; a cancel_requested run ends cancelled; the rest fail with
+-- A lost lease is not the agent's fault: a run with infrastructure retries left
+-- (p_infra_limit) is given back to continue from its checkpoint, without spending
+-- agents.max_run_attempts; a cancel_requested run ends cancelled; the rest fail with
 -- worker_lease_expired and pause their thread's backlog.
-CREATE FUNCTION yuxi.run_reconcile_expired(p_now timestamptz DEFAULT NULL, p_limit integer DEFAULT 100)
+CREATE FUNCTION yuxi.run_reconcile_expired(
+    p_now timestamptz DEFAULT NULL, p_limit integer DEFAULT 100, p_infra_limit integer DEFAULT 3
+)
 RETURNS TABLE (run_id uuid, status text)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_candidate record;
     v_run yuxi.agent_runs;
-    v_max integer;
     v_expired bigint := 0;
     v_released bigint := 0;
 BEGIN
@@ -840,7 +896,6 @@ BEGIN
             detail = format('the worker %s stopped renewing its lease (expired %s)',
                             v_run.lease_owner, v_run.lease_expires_at)
         WHERE a.run_id = v_run.run_id AND a.lease_token = v_run.lease_token;
-        SELECT a.max_run_attempts INTO v_max FROM yuxi.agents a WHERE a.slug = v_run.agent_slug;
         IF v_run.status = 'cancel_requested' THEN
             UPDATE yuxi.agent_runs r
             SET status = 'cancelled', lease_token = NULL, lease_expires_at = NULL,
@@ -851,20 +906,16 @@ BEGIN
             WHERE r.run_id = v_run.run_id
             RETURNING * INTO v_run;
             PERFORM yuxi.run_settle(v_run);
-        ELSIF v_run.attempt_count < coalesce(v_max, 1) THEN
-            UPDATE yuxi.agent_runs r
-            SET status = 'pending', lease_token = NULL, lease_expires_at = NULL, updated_at = v_now,
-                delivery_job_id = yuxi.run_redelivery_job(v_run)
-            WHERE r.run_id = v_run.run_id
-            RETURNING * INTO v_run;
-            PERFORM yuxi.run_cancel_children(v_run.run_id, v_now);
+        ELSIF v_run.infra_retries < p_infra_limit THEN
+            v_run := yuxi.run_give_back(v_run, true, v_now);
             v_released := v_released + 1;
         ELSE
             UPDATE yuxi.agent_runs r
             SET status = 'failed', lease_token = NULL, lease_expires_at = NULL,
                 error_type = 'worker_lease_expired',
-                error_message = format('the worker %s stopped renewing its lease (expired %s)',
-                                       v_run.lease_owner, v_run.lease_expires_at),
+                error_message = yuxi.run_infra_spent(
+                    format('the worker %s stopped renewing its lease (expired %s)',
+                           v_run.lease_owner, v_run.lease_expires_at), v_run),
                 finished_at = v_now, updated_at = v_now, last_event_seq = r.last_event_seq + 1
             WHERE r.run_id = v_run.run_id
             RETURNING * INTO v_run;
@@ -884,8 +935,8 @@ BEGIN
     END IF;
 END;
 $$;
-COMMENT ON FUNCTION yuxi.run_reconcile_expired(timestamptz, integer) IS
-    'Maintenance: ends runs whose lease expired (released for another attempt, cancelled, or failed with worker_lease_expired), counted in yuxi.maintenance_counters (lease_expired, lease_released); safe from many processes at once';
+COMMENT ON FUNCTION yuxi.run_reconcile_expired(timestamptz, integer, integer) IS
+    'Maintenance: ends runs whose lease expired (given back for another attempt within p_infra_limit infrastructure retries, cancelled, or failed with worker_lease_expired), counted in yuxi.maintenance_counters (lease_expired, lease_released); safe from many processes at once';
 
 -- A run's outcome: its status, the text of its final assistant message, its error.
 CREATE FUNCTION yuxi.run_result(p_run_id uuid, p_uid uuid DEFAULT NULL)
@@ -929,3 +980,38 @@ END;
 $$;
 COMMENT ON FUNCTION yuxi.run_check_lease(uuid, uuid, uuid, timestamptz) IS
     'Worker: raises lease_lost (YL001) unless p_token holds an unexpired lease on run p_run_id of user p_uid; checked before a memory tool reads or writes agents/MEMORY.md';
+
+-- ---------------------------------------------------------------------------------
+-- Tool calls applied at most once
+
+-- The result recorded for a tool call of the run (NULL: not applied yet).
+CREATE FUNCTION yuxi.run_tool_call_result(p_run_id uuid, p_call_id text) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT t.result FROM yuxi.run_tool_calls t WHERE t.run_id = p_run_id AND t.call_id = p_call_id
+$$;
+COMMENT ON FUNCTION yuxi.run_tool_call_result(uuid, text) IS
+    'Worker: the result recorded for a run''s tool call, NULL when it was not applied';
+
+-- Records that the run's current attempt applied a tool call, with its result; in the
+-- effect's own transaction where the effect is in the database, so both commit or
+-- neither. Returns false (and records nothing) when the call was recorded already: the
+-- caller must then not apply it (its transaction rolls back). Raises lease_lost (YL001).
+CREATE FUNCTION yuxi.run_tool_call_record(
+    p_run_id uuid, p_token uuid, p_call_id text, p_tool text, p_result text,
+    p_now timestamptz DEFAULT NULL
+) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
+    v_run yuxi.agent_runs;
+BEGIN
+    SELECT * INTO v_run FROM yuxi.agent_runs r WHERE r.run_id = p_run_id;
+    PERFORM yuxi.lease_check(v_run, p_token, v_now);
+    INSERT INTO yuxi.run_tool_calls (run_id, call_id, tool, attempt_no, result, created_at)
+    VALUES (p_run_id, p_call_id, p_tool, v_run.attempt_count, p_result, v_now)
+    ON CONFLICT ON CONSTRAINT run_tool_calls_pkey DO NOTHING;
+    RETURN FOUND;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.run_tool_call_record(uuid, uuid, text, text, text, timestamptz) IS
+    'Worker: records that the run applied a tool call (false when it was recorded already: do not apply it). Raises lease_lost (YL001)';

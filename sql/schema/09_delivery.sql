@@ -8,8 +8,11 @@
 -- write that makes the run pending (a second write of a fresh row would re-run its
 -- foreign-key checks). The queueing lock makes a second waiting delivery of the same
 -- run impossible; a delivery still waiting is reused. Callers hold the run row, or are
--- creating it.
-CREATE FUNCTION yuxi.run_delivery_job(p_run_id uuid, p_new_run boolean DEFAULT false) RETURNS bigint
+-- creating it. p_after: the job waits that long before a worker may take it (the
+-- back-off of a retried run).
+CREATE FUNCTION yuxi.run_delivery_job(
+    p_run_id uuid, p_new_run boolean DEFAULT false, p_after interval DEFAULT NULL
+) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_job_id bigint;
@@ -23,12 +26,14 @@ BEGIN
     END IF;
     RETURN (public.procrastinate_defer_jobs_v1(ARRAY[
         ROW('yuxi_runs', 'execute_run', 0, NULL, 'run:' || p_run_id::text,
-            jsonb_build_object('run_id', p_run_id::text), NULL)::public.procrastinate_job_to_defer_v1
+            jsonb_build_object('run_id', p_run_id::text),
+            CASE WHEN p_after > interval '0' THEN clock_timestamp() + p_after END
+        )::public.procrastinate_job_to_defer_v1
     ]))[1];
 END;
 $$;
-COMMENT ON FUNCTION yuxi.run_delivery_job(uuid, boolean) IS
-    'Internal: the procrastinate job that delivers a run, inserted in the caller''s transaction (a waiting one is reused)';
+COMMENT ON FUNCTION yuxi.run_delivery_job(uuid, boolean, interval) IS
+    'Internal: the procrastinate job that delivers a run, inserted in the caller''s transaction (a waiting one is reused); p_after delays it';
 
 -- Dispatches the queue head of a thread whose conversation row the caller holds
 -- locked, and which has no active run. Returns the new run, or NULL for an empty queue.

@@ -23,7 +23,8 @@ BEGIN
        OR NEW.run_type <> OLD.run_type OR NEW.uid <> OLD.uid
        OR NEW.created_by_run_id IS DISTINCT FROM OLD.created_by_run_id
        OR NEW.input_payload <> OLD.input_payload
-       OR NEW.attempt_count < OLD.attempt_count OR NEW.last_event_seq < OLD.last_event_seq THEN
+       OR NEW.attempt_count < OLD.attempt_count OR NEW.last_event_seq < OLD.last_event_seq
+       OR NEW.infra_retries < OLD.infra_retries THEN
         RAISE EXCEPTION 'run % identity, input, attempts and event seq cannot be rewritten', OLD.run_id
             USING ERRCODE = 'YT001', HINT = 'illegal_transition';
     END IF;

@@ -220,17 +220,17 @@ async def _jobs_of_dead_workers(world: World) -> bool:
     return bool(left == 0)
 
 
-@pytest.mark.parametrize("attempts", [2, 1])
-async def test_a_run_cut_by_a_lost_connection_is_retried_as_its_budget_says(
-    world: World, db_url: str, tmp_path: Path, attempts: int
+@pytest.mark.parametrize("infra_retries", [1, 0])
+async def test_a_run_cut_by_a_lost_connection_is_retried_as_the_infrastructure_limit_says(
+    world: World, db_url: str, tmp_path: Path, infra_retries: int
 ) -> None:
     """The checkpointer's connection is terminated mid-query (the test holds a lock its
     query waits for): the graph fails with AdminShutdown, which is not the run's fault.
-    With attempts left the run goes back to pending and completes; without, it fails
-    with database_unavailable, not OperationalError."""
-    await world.execute("UPDATE yuxi.agents SET max_run_attempts = %s", attempts)
+    With infrastructure retries left (YUXI_INFRA_RETRIES) the run goes back to pending
+    and completes, its agent's max_run_attempts (1) untouched; without, it fails with
+    database_unavailable, not OperationalError."""
     thread = await world.thread()
-    async with running_worker(db_url, tmp_path):
+    async with running_worker(db_url, tmp_path, infra_retries=infra_retries):
         async with await psycopg.AsyncConnection.connect(db_url) as holder:
             await holder.execute("LOCK TABLE public.checkpoints IN ACCESS EXCLUSIVE MODE")
             info = await world.submit(thread, "hello")
@@ -246,7 +246,9 @@ async def test_a_run_cut_by_a_lost_connection_is_retried_as_its_budget_says(
         info.run_id,
     )
     run = await world.fetch(
-        "SELECT error_type, error_message FROM yuxi.agent_runs WHERE run_id = %s", info.run_id
+        "SELECT error_type, error_message, attempt_count, infra_retries FROM yuxi.agent_runs"
+        " WHERE run_id = %s",
+        info.run_id,
     )
     events = [
         e
@@ -254,8 +256,10 @@ async def test_a_run_cut_by_a_lost_connection_is_retried_as_its_budget_says(
             "SELECT event FROM yuxi.run_events WHERE run_id = %s ORDER BY seq", info.run_id
         )
     ]
-    if attempts == 2:
+    assert await world.value("SELECT max_run_attempts FROM yuxi.agents WHERE slug = 'chatbot'") == 1
+    if infra_retries == 1:
         assert status == "completed", run
+        assert run == [(None, None, 2, 1)]
         assert [outcome for outcome, _ in attempts_made] == ["released", "completed"]
         assert attempts_made[0][1].startswith("database_unavailable: ")
         assert await _counter(world, "released_after_error") == 1
@@ -265,7 +269,10 @@ async def test_a_run_cut_by_a_lost_connection_is_retried_as_its_budget_says(
         assert run == [
             (
                 "database_unavailable",
-                "the worker lost its connection to the database (AdminShutdown)",
+                "the worker lost its connection to the database (AdminShutdown);"
+                " no infrastructure retry left (0 used)",
+                1,
+                0,
             )
         ]
         assert [outcome for outcome, _ in attempts_made] == ["failed"]

@@ -235,7 +235,7 @@ async def test_concurrent_reconcilers_fail_an_expired_run_once(world: World) -> 
     after = T0 + timedelta(seconds=11)
 
     async def reconcile(conn: AsyncConnection[Any], i: int) -> Any:
-        return await run_reconcile_expired(conn, now=after)
+        return await run_reconcile_expired(conn, now=after, infra_limit=0)
 
     results = await race(world.url, 8, reconcile)
     assert failures(results) == []
@@ -282,18 +282,36 @@ async def test_unexpired_leases_are_left_alone(world: World) -> None:
     assert await world.value("SELECT status FROM yuxi.agent_runs") == "running"
 
 
-async def test_retry_budget_releases_instead_of_failing(world: World) -> None:
-    await world.execute("UPDATE yuxi.agents SET max_run_attempts = 2 WHERE slug = 'chatbot'")
-    run_id = await _pending_run(world)
+async def test_a_lost_lease_is_retried_within_the_infrastructure_limit_not_the_agents_budget(
+    world: World,
+) -> None:
+    run_id = await _pending_run(world)  # its agent's max_run_attempts is 1
     await world.claim(run_id, now=T0, lease=10)
     async with world.pool.connection() as conn:
-        first = await run_reconcile_expired(conn, now=T0 + timedelta(seconds=11))
+        first = await run_reconcile_expired(conn, now=T0 + timedelta(seconds=11), infra_limit=1)
     assert [(r.run_id, r.status) for r in first] == [(run_id, "pending")]
+    # the first retry is delivered at once
+    assert (
+        await world.value(
+            "SELECT scheduled_at FROM procrastinate_jobs"
+            " WHERE status = 'todo' AND queueing_lock = %s",
+            f"run:{run_id}",
+        )
+        is None
+    )
     second_claim = await world.claim(run_id, now=T0 + timedelta(seconds=12), lease=10)
     assert second_claim.attempt_no == 2
     async with world.pool.connection() as conn:
-        second = await run_reconcile_expired(conn, now=T0 + timedelta(seconds=30))
+        second = await run_reconcile_expired(conn, now=T0 + timedelta(seconds=30), infra_limit=1)
     assert [(r.run_id, r.status) for r in second] == [(run_id, "failed")]
+    [(error_type, message, attempts, infra)] = await world.fetch(
+        "SELECT error_type, error_message, attempt_count, infra_retries FROM yuxi.agent_runs"
+        " WHERE run_id = %s",
+        run_id,
+    )
+    assert (error_type, attempts, infra) == ("worker_lease_expired", 2, 1)
+    assert message.startswith("the worker w1 stopped renewing its lease (expired ")
+    assert message.endswith("; no infrastructure retry left (1 used)")
 
 
 async def test_events_are_gap_free_under_concurrent_appends(world: World) -> None:
@@ -330,21 +348,21 @@ async def test_the_reconciler_counts_expired_and_released_leases(world: World) -
             "redelivered_stalled",
             "released_after_error",
             "delivery_pruned",
+            "released_after_agent_error",
         ),
         0,
     )
-    await world.execute("UPDATE yuxi.agents SET max_run_attempts = 2 WHERE slug = 'chatbot'")
     runs = [await _pending_run(world) for _ in range(3)]
     for run_id in runs:
         await world.claim(run_id, now=T0, lease=10)
     async with world.pool.connection() as conn:
-        handled = await run_reconcile_expired(conn, now=T0 + timedelta(seconds=11))
+        handled = await run_reconcile_expired(conn, now=T0 + timedelta(seconds=11), infra_limit=1)
     assert {r.status for r in handled} == {"pending"}
     counts = await _counters(world)
     assert (counts["lease_expired"], counts["lease_released"]) == (3, 3)
     await world.claim(runs[0], now=T0 + timedelta(seconds=12), lease=10)
     async with world.pool.connection() as conn:
-        await run_reconcile_expired(conn, now=T0 + timedelta(seconds=30))
+        await run_reconcile_expired(conn, now=T0 + timedelta(seconds=30), infra_limit=1)
     counts = await _counters(world)
     assert (counts["lease_expired"], counts["lease_released"]) == (4, 3)
 
@@ -394,11 +412,10 @@ async def test_racing_resends_of_one_batch_store_it_once(world: World) -> None:
     assert await world.value("SELECT count(*) FROM yuxi.run_events") == 3
 
 
-async def test_retry_gives_a_run_cut_by_an_outage_another_attempt_within_its_budget(
+async def test_retry_gives_a_run_cut_by_an_outage_another_attempt_within_the_infra_limit(
     world: World,
 ) -> None:
-    await world.execute("UPDATE yuxi.agents SET max_run_attempts = 2 WHERE slug = 'chatbot'")
-    thread = await world.thread()
+    thread = await world.thread()  # its agent's max_run_attempts is 1
     run_id = await _pending_run(world, thread)
     first = await world.claim(run_id)
     async with world.pool.connection() as conn:
@@ -407,9 +424,14 @@ async def test_retry_gives_a_run_cut_by_an_outage_another_attempt_within_its_bud
                 conn, run_id, first.lease_token, error_type="Bad Type", error_message=""
             )
         retried = await run_retry(
-            conn, run_id, first.lease_token, error_type="database_unavailable", error_message="x"
+            conn,
+            run_id,
+            first.lease_token,
+            error_type="database_unavailable",
+            error_message="x",
+            infra_limit=1,
         )
-    assert retried.status == "pending"
+    assert (retried.status, retried.infra_retries) == ("pending", 1)
     assert (
         await world.value(
             "SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo' AND queueing_lock = %s",
@@ -433,8 +455,13 @@ async def test_retry_gives_a_run_cut_by_an_outage_another_attempt_within_its_bud
             second.lease_token,
             error_type="database_unavailable",
             error_message="the worker lost its connection to the database (AdminShutdown)",
+            infra_limit=1,
         )
     assert (failed.status, failed.error_type) == ("failed", "database_unavailable")
+    spent = (
+        "the worker lost its connection to the database (AdminShutdown);"
+        " no infrastructure retry left (1 used)"
+    )
     assert await world.fetch(
         "SELECT outcome, detail FROM yuxi.agent_run_attempts WHERE run_id = %s ORDER BY attempt_no",
         run_id,
@@ -445,18 +472,11 @@ async def test_retry_gives_a_run_cut_by_an_outage_another_attempt_within_its_bud
     assert events[-2:] == [
         (
             "error",
-            {
-                "error_type": "database_unavailable",
-                "message": "the worker lost its connection to the database (AdminShutdown)",
-            },
+            {"error_type": "database_unavailable", "message": spent},
         ),
         (
             "end",
-            {
-                "status": "failed",
-                "error_type": "database_unavailable",
-                "error_message": "the worker lost its connection to the database (AdminShutdown)",
-            },
+            {"status": "failed", "error_type": "database_unavailable", "error_message": spent},
         ),
     ]
     assert (await _counters(world))["released_after_error"] == 1

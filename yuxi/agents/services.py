@@ -72,10 +72,24 @@ class RunMemory(Protocol):
         ``MemoryRefused`` when it is missing, a symlink or unreadable."""
         ...
 
-    async def edit(self, change: Callable[[str], str]) -> int:
+    async def edit(self, change: Callable[[str], str], key: str | None = None) -> int:
         """Replaces the file's text with ``change(text)`` atomically; the new size in
         bytes. ``MemoryRefused`` (nothing changed) for a missing or unusable file or a
-        result over the size limit."""
+        result over the size limit. ``key``: the tool call's id; an edit under a key the
+        run applied already (in an earlier attempt) is not applied again, and returns
+        the size it had."""
+        ...
+
+
+class ToolCallLedger(Protocol):
+    """The run's record of the tool calls it applied, across its attempts."""
+
+    async def applied(self, call_id: str) -> str | None:
+        """The result of ``call_id`` when the run applied it already, else None."""
+        ...
+
+    async def record(self, call_id: str, tool: str, result: str) -> None:
+        """Records that the run applied ``call_id`` with ``result``."""
         ...
 
 
@@ -129,6 +143,8 @@ class RunServices:
     knowledge: KnowledgeAccess | None = None
     # the file tools' writes reach the store before they return
     files: FileSink | None = None
+    # side-effecting tools apply a call at most once across the run's attempts
+    calls: ToolCallLedger | None = None
 
 
 NO_SERVICES = RunServices()

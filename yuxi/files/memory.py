@@ -6,7 +6,10 @@ tool call asks the database whether the lease still holds (``yuxi.run_check_leas
 The file is the user's ``agents/MEMORY.md`` in the store, read there (the latest,
 whichever host wrote it) and edited there as a compare-and-swap: the edit replaces only
 the version it read (``replaces``), so edits of two runs on two hosts apply one after
-the other and none is lost. The worker's cached copy is updated with it.
+the other and none is lost. The worker's cached copy is updated with it. An edit made
+by a tool call is recorded under the call's id in the same transaction
+(``yuxi.run_tool_call_record``): a later attempt of the run that makes the same call
+again finds it applied and gets the size it had, so an append is never made twice.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from yuxi.agents.memory import MemoryRefused
 from yuxi.files.cache import TreeCache
 from yuxi.files.workspace import MEMORY_FILE, PROMPT_LIMIT, without_comments
 from yuxi.queue.errors import FileChanged, LeaseLost
-from yuxi.queue.runs import run_check_lease
+from yuxi.queue.files import FileInfo, file_write
+from yuxi.queue.runs import run_check_lease, run_tool_call_record, run_tool_call_result
 
 # how often an edit is tried again when another writer changed the file meanwhile
 _EDIT_ATTEMPTS = 8
@@ -73,9 +77,14 @@ class LeasedRunMemory:
             text += f"\n\n[{MEMORY_FILE} was cut at 64 KiB; the rest is not shown]"
         return text
 
-    async def edit(self, change: Callable[[str], str]) -> int:
+    async def edit(self, change: Callable[[str], str], key: str | None = None) -> int:
         async with self._editing:
             for _ in range(_EDIT_ATTEMPTS):
+                async with self.pool.connection() as conn:
+                    if key is not None:
+                        done = await run_tool_call_result(conn, self.run, key)
+                        if done is not None:  # an earlier attempt of the run applied it
+                            return int(done)
                 store, tree = self.workspace.store, self.workspace.tree
                 info = await store.get(tree, MEMORY_FILE)
                 if info is None:
@@ -94,17 +103,34 @@ class LeasedRunMemory:
                         f" the limit is {PROMPT_LIMIT} bytes (64 KiB)"
                     )
                 try:
-                    saved = await store.write(
-                        tree,
-                        MEMORY_FILE,
-                        new,
-                        media_type="text/markdown",
-                        writer_uid=self.user,
-                        writer_run=self.run,
-                        replaces=info.sha256,
-                    )
+                    saved = await self._write(tree, new, info.sha256, key)
                 except FileChanged:
                     continue  # another run edited it meanwhile: edit the new text
+                except _AppliedAlready:
+                    continue  # recorded meanwhile: the next pass returns its size
                 await self.workspace.stored(MEMORY_FILE, new, saved)
                 return saved.bytes
         raise MemoryRefused(f"{MEMORY_FILE} kept changing while it was edited; try again")
+
+    async def _write(self, tree: UUID, new: bytes, replaces: str, key: str | None) -> FileInfo:
+        """The edit and, under ``key``, its record, in one transaction: both or neither."""
+        async with self.pool.connection() as conn, conn.transaction():
+            saved = await file_write(
+                conn,
+                tree,
+                MEMORY_FILE,
+                new,
+                media_type="text/markdown",
+                writer_uid=self.user,
+                writer_run=self.run,
+                replaces=replaces,
+            )
+            if key is not None and not await run_tool_call_record(
+                conn, self.run, self.lease_token, key, "memory", str(saved.bytes)
+            ):
+                raise _AppliedAlready
+            return saved
+
+
+class _AppliedAlready(Exception):
+    """The tool call was recorded by another writer first: the edit rolls back."""

@@ -24,14 +24,20 @@ class RedeliveredRun(msgspec.Struct, frozen=True):
 
 
 async def run_reconcile_expired(
-    conn: AsyncConnection[Any], *, now: datetime | None = None, limit: int = 100
+    conn: AsyncConnection[Any],
+    *,
+    now: datetime | None = None,
+    limit: int = 100,
+    infra_limit: int = 3,
 ) -> list[ReconciledRun]:
-    """Ends (or, with attempts left, releases) runs whose worker stopped renewing."""
+    """Ends (or, with infrastructure retries left, gives back) runs whose worker stopped
+    renewing."""
     return await call_many(
         conn,
         ReconciledRun,
-        "yuxi.run_reconcile_expired(p_now => %(now)s, p_limit => %(limit)s)",
-        {"now": now, "limit": limit},
+        "yuxi.run_reconcile_expired(p_now => %(now)s, p_limit => %(limit)s,"
+        " p_infra_limit => %(infra)s)",
+        {"now": now, "limit": limit, "infra": infra_limit},
     )
 
 

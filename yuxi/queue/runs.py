@@ -64,6 +64,8 @@ class Run(msgspec.Struct, frozen=True):
     started_at: datetime | None
     finished_at: datetime | None
     cancel_requested_at: datetime | None
+    # attempts given back for causes outside the agent (not its max_run_attempts)
+    infra_retries: int = 0
 
 
 class RunOutcome(msgspec.Struct, frozen=True):
@@ -457,14 +459,17 @@ async def run_release(
     *,
     reason: str | None = None,
     now: datetime | None = None,
+    infra_limit: int = 3,
 ) -> Run:
-    """Gives the run back for another attempt (cancelled instead if cancel was requested)."""
+    """Gives the run back for another attempt, an infrastructure retry (failed with
+    ``worker_shutdown`` once ``infra_limit`` are spent; cancelled instead if cancel was
+    requested)."""
     return await call_one(
         conn,
         Run,
         "yuxi.run_release(p_run_id => %(run_id)s, p_token => %(token)s,"
-        " p_reason => %(reason)s, p_now => %(now)s)",
-        {"run_id": run_id, "token": token, "reason": reason, "now": now},
+        " p_reason => %(reason)s, p_now => %(now)s, p_infra_limit => %(infra)s)",
+        {"run_id": run_id, "token": token, "reason": reason, "now": now, "infra": infra_limit},
     )
 
 
@@ -590,12 +595,16 @@ async def run_retry(
     *,
     error_type: str,
     error_message: str,
+    cause: str = "infrastructure",
+    infra_limit: int = 3,
     now: datetime | None = None,
     notify_after_commit: bool = False,
 ) -> Run:
-    """After an error that is not the run's own (a lost database connection): the run
-    goes back to ``pending`` for another attempt if the agent's retry budget allows,
-    else it fails with ``error_type`` (a cancel_requested run is cancelled).
+    """After an error cut the attempt: the run goes back to ``pending`` for another
+    attempt, else it fails with ``error_type`` (a cancel_requested run is cancelled).
+    ``cause`` ``infrastructure`` (a lost database connection) retries within
+    ``infra_limit`` infrastructure retries; ``agent`` (the agent, its model or a tool
+    failed) within the agent's ``max_run_attempts``.
 
     ``notify_after_commit``: as for ``run_finish`` (a failed or cancelled run wrote its
     `end` event)."""
@@ -604,7 +613,8 @@ async def run_retry(
         Run,
         "yuxi.run_retry(p_run_id => %(run_id)s, p_token => %(token)s,"
         " p_error_type => %(error_type)s, p_error_message => %(error_message)s,"
-        " p_now => %(now)s, p_notify => %(notify)s)",
+        " p_now => %(now)s, p_notify => %(notify)s, p_cause => %(cause)s,"
+        " p_infra_limit => %(infra)s)",
         {
             "run_id": run_id,
             "token": token,
@@ -612,8 +622,38 @@ async def run_retry(
             "error_message": error_message,
             "now": now,
             "notify": not notify_after_commit,
+            "cause": cause,
+            "infra": infra_limit,
         },
     )
     if notify_after_commit and run.status != "pending":
         await notify_run_events(conn, run.run_id, run.last_event_seq, run.last_event_seq)
     return run
+
+
+async def run_tool_call_result(
+    conn: AsyncConnection[Any], run_id: UUID, call_id: str
+) -> str | None:
+    """The result recorded for the run's tool call ``call_id``; None when not applied."""
+    value = await call_scalar(
+        conn,
+        "SELECT yuxi.run_tool_call_result(p_run_id => %(run)s, p_call_id => %(call)s)",
+        {"run": run_id, "call": call_id},
+    )
+    return None if value is None else str(value)
+
+
+async def run_tool_call_record(
+    conn: AsyncConnection[Any], run_id: UUID, token: UUID, call_id: str, tool: str, result: str
+) -> bool:
+    """Records that the run applied tool call ``call_id`` (in the effect's transaction,
+    where it has one); False when it was recorded already: the effect must not be
+    applied again. Raises LeaseLost."""
+    return bool(
+        await call_scalar(
+            conn,
+            "SELECT yuxi.run_tool_call_record(p_run_id => %(run)s, p_token => %(token)s,"
+            " p_call_id => %(call)s, p_tool => %(tool)s, p_result => %(result)s)",
+            {"run": run_id, "token": token, "call": call_id, "tool": tool, "result": result},
+        )
+    )

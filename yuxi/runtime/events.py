@@ -11,7 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.db.outages import Backoff, describe, is_connection_error
 from yuxi.queue.errors import LeaseLost
-from yuxi.queue.events import RunEvent, notify_run_events, run_append_batch
+from yuxi.queue.events import RunEvent, StoredEvent, notify_run_events, run_append_batch
 from yuxi.queue.runs import RunLease
 from yuxi.runtime.graph_io import text_of, tool_calls_of
 
@@ -49,6 +49,21 @@ class EventWriter:
         self._backoff = Backoff()
         # the ids of the messages whose text was buffered as message chunks
         self.streamed: set[str | None] = set()
+        # the tool calls whose call and result events the run has (earlier attempts')
+        self._calls: set[str] = set()
+        self._results: set[str] = set()
+
+    async def seen(self, stored: list[StoredEvent]) -> None:
+        """The run's events of earlier attempts: a message or tool call they announced
+        is not announced again."""
+        for event in stored:
+            payload = event.payload
+            if event.event == "messages":
+                self.streamed.update(c.get("message_id") for c in payload.get("chunks") or [])
+            elif event.event == "tool" and payload.get("type") == "call":
+                self._calls.update(str(c.get("id")) for c in payload.get("calls") or [])
+            elif event.event == "tool" and payload.get("type") == "result":
+                self._results.add(str(payload.get("tool_call_id")))
 
     def next_batch(self) -> int:
         """The attempt's next batch number, for events another call appends in its own
@@ -89,10 +104,18 @@ class EventWriter:
         self._schedule()
 
     async def tool_activity(self, message: BaseMessage) -> None:
-        """A ``tool`` event for an AI message that calls tools, or for a tool result."""
+        """A ``tool`` event for an AI message that calls tools, or for a tool result
+        (once per run: not again for one an earlier attempt announced)."""
         if isinstance(message, AIMessage) and message.tool_calls:
-            await self.add(RunEvent("tool", {"type": "call", "calls": tool_calls_of(message)}))
+            calls = tool_calls_of(message)
+            if all(str(c["id"]) in self._calls for c in calls):
+                return
+            self._calls.update(str(c["id"]) for c in calls)
+            await self.add(RunEvent("tool", {"type": "call", "calls": calls}))
         elif isinstance(message, ToolMessage):
+            if message.tool_call_id in self._results:
+                return
+            self._results.add(message.tool_call_id)
             await self.add(
                 RunEvent(
                     "tool",

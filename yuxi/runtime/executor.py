@@ -46,7 +46,7 @@ from yuxi.models.budget import RunBudget
 from yuxi.models.secret_box import SecretBox
 from yuxi.models.usage import RunUsage
 from yuxi.queue.errors import InsufficientCredits, LeaseLost, ManifestConflict, RunNotClaimable
-from yuxi.queue.events import RunEvent
+from yuxi.queue.events import RunEvent, StoredEvent, run_events_after
 from yuxi.queue.mcp import mcp_server_connections
 from yuxi.queue.runs import (
     ManifestCommit,
@@ -68,22 +68,31 @@ from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.child_runs import ChildRuns
 from yuxi.runtime.events import EventWriter
 from yuxi.runtime.graph_io import (
+    RUN_KEY,
     graph_input,
     interrupt_of,
     interrupt_payload,
     messages_of,
     metadata_payload,
+    produced_since,
+    resumed,
     stored_message,
     text_of,
 )
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
 from yuxi.runtime.prepare import PreparedContext, prepare_agent_runtime_context, run_workdir
+from yuxi.runtime.tool_calls import RunToolCalls
 
 log = logging.getLogger("yuxi.runtime")
 
 # The error type of a run failed because its worker lost the database with no retry
 # budget left (yuxi.run_retry).
 DATABASE_UNAVAILABLE = "database_unavailable"
+# the causes of an attempt cut by an error (yuxi.run_retry's p_cause)
+INFRASTRUCTURE = "infrastructure"
+AGENT = "agent"
+# failures another attempt would only repeat: not retried within max_run_attempts
+_NOT_RETRIED = frozenset({"GraphRecursionError"})
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,8 @@ class ExecutorSettings:
     renew_seconds: float = 10.0
     # message chunks are flushed as one `messages` event at most this often
     flush_seconds: float = 0.1
+    # attempts given back for causes outside the agent before a run fails
+    infra_retries: int = 3
 
 
 @dataclass
@@ -102,9 +113,10 @@ class Outcome:
     messages: list[OutputMessage] = field(default_factory=list)
     error_type: str | None = None
     error_message: str | None = None
-    # the attempt was cut by a lost database connection: yuxi.run_retry decides between
-    # another attempt and failing with error_type
-    retry: bool = False
+    # the attempt was cut by an error yuxi.run_retry decides on (another attempt, or
+    # failing with error_type): "infrastructure" (a lost database connection, not the
+    # agent's fault) or "agent" (the agent, its model or a tool failed)
+    retry: str | None = None
 
 
 def _cut_by_outage(error: BaseException) -> Outcome:
@@ -113,7 +125,7 @@ def _cut_by_outage(error: BaseException) -> Outcome:
         error_type=DATABASE_UNAVAILABLE,
         # the error's own text names the server (host, socket path): it stays in the log
         error_message=f"the worker lost its connection to the database ({type(error).__name__})",
-        retry=True,
+        retry=INFRASTRUCTURE,
     )
 
 
@@ -304,12 +316,17 @@ class RunExecutor:
                     "run %s: cut by a lost database connection (%s)", run_id, describe(error)
                 )
                 return _cut_by_outage(error)
-            # the agent, model or a tool failed. The message leaves the server: an
+            # the agent, model or a tool failed: another attempt within the agent's
+            # max_run_attempts continues from the checkpoint (yuxi.run_retry writes the
+            # error event if there is none left). The message leaves the server: an
             # OSError's text names host paths, a provider's may echo the model's key
             message = paths.hide(str(error))
-            log.info("run %s failed: %s: %s", run_id, type(error).__name__, message)
-            await events.error(type(error).__name__, message)
-            return Outcome(RunStatus.FAILED, error_type=type(error).__name__, error_message=message)
+            kind = type(error).__name__
+            log.info("run %s failed: %s: %s", run_id, kind, message)
+            if kind in _NOT_RETRIED:
+                await events.error(kind, message)
+                return Outcome(RunStatus.FAILED, error_type=kind, error_message=message)
+            return Outcome(RunStatus.FAILED, error_type=kind, error_message=message, retry=AGENT)
 
     async def _sync(self, claim: RunClaim) -> RunTrees:
         """Brings this host's cache of the run's workspace and workdir trees up to the
@@ -445,6 +462,7 @@ class RunExecutor:
             files=None
             if trees.workdir is None
             else WorkdirWrites(trees.workdir, claim.run.uid, lease.run_id),
+            calls=RunToolCalls(self.pool, lease.run_id, lease.token),
         )
         return graph, lent
 
@@ -455,43 +473,73 @@ class RunExecutor:
         context: BaseContext,
         events: EventWriter,
     ) -> Outcome:
-        """Streams the graph from the run's input (or from its checkpoint, for a retry)
-        to its end or an interrupt."""
+        """Streams the graph from the run's input to its end or an interrupt. A later
+        attempt continues from the checkpoint its run's earlier attempts left: what they
+        produced is not produced again, and what of it the run's events miss (written
+        after their last batch) is sent first; a graph that already ended is not
+        streamed at all."""
         config: RunnableConfig = {
             "configurable": {"thread_id": _checkpoint_thread(claim)},
+            "metadata": {RUN_KEY: str(claim.run.run_id)},
             "recursion_limit": max(context.max_execution_steps, 1) * 2 + 1,
         }
-        first_input = await graph_input(graph, config, claim, await _images_for(context, claim))
+        earlier = await resumed(graph, config, claim) if claim.lease.attempt_no > 1 else None
         produced: list[BaseMessage] = []
         interrupts: list[Interrupt] = []
-        # The models' text reaches the events through their own callback (the services'
-        # text) as they produce it; LangGraph's "messages" mode would call a handler for
-        # every node and middleware step instead.
-        async for part in graph.astream(
-            first_input, config, context=context, stream_mode="updates", version="v2"
-        ):
-            updates: dict[str, Any] = part["data"]  # type: ignore[assignment]
-            for node, update in updates.items():
-                if node == "__interrupt__":
-                    interrupts.extend(interrupt_of(i) for i in update)
-                    continue
-                for message in messages_of(update):
-                    produced.append(message)
-                    # a reply no model call streamed (a node wrote it): its text as one
-                    # chunk, as LangGraph's "messages" mode would send it
-                    if (
-                        isinstance(message, AIMessage)
-                        and message.id not in events.streamed
-                        and text_of(message)
-                    ):
-                        events.message_chunk(message.id, text_of(message))
-                    await events.tool_activity(message)
+        if earlier is not None:
+            await events.seen(await self._events_so_far(claim))
+            for message in earlier.earlier:
+                await _announce(events, message)
+        if earlier is None or not earlier.ended:
+            first_input = (
+                None
+                if earlier is not None
+                else await graph_input(graph, config, claim, await _images_for(context, claim))
+            )
+            # The models' text reaches the events through their own callback (the
+            # services' text) as they produce it; LangGraph's "messages" mode would call
+            # a handler for every node and middleware step instead. Each step is
+            # checkpointed before the next starts ("sync"): a tool call an attempt made
+            # is never made again under another id.
+            async for part in graph.astream(
+                first_input,
+                config,
+                context=context,
+                stream_mode="updates",
+                version="v2",
+                durability="sync",
+            ):
+                updates: dict[str, Any] = part["data"]  # type: ignore[assignment]
+                for node, update in updates.items():
+                    if node == "__interrupt__":
+                        interrupts.extend(interrupt_of(i) for i in update)
+                        continue
+                    for message in messages_of(update):
+                        produced.append(message)
+                        await _announce(events, message)
+        else:
+            interrupts.extend(earlier.interrupts)
+        if earlier is not None:
+            # what the run produced over all its attempts, as the checkpoint holds it
+            produced = produced_since(await graph.aget_state(config), earlier.before)
         if interrupts:
             await events.add(RunEvent("interrupt", interrupt_payload(interrupts)))
             return Outcome(RunStatus.INTERRUPTED, [stored_message(m) for m in produced])
         if not any(isinstance(m, AIMessage) for m in produced):
             raise RunFailure("no_output", "the agent finished without a reply")
         return Outcome(RunStatus.COMPLETED, [stored_message(m) for m in produced])
+
+    async def _events_so_far(self, claim: RunClaim) -> list[StoredEvent]:
+        """The events the run's earlier attempts wrote."""
+        stored: list[StoredEvent] = []
+        async with self.pool.connection() as conn:
+            while True:
+                page = await run_events_after(
+                    conn, claim.run.run_id, stored[-1].seq if stored else 0
+                )
+                stored.extend(page)
+                if len(page) < 1000:
+                    return stored
 
     async def _connect_mcp(
         self, claim: RunClaim, context: BaseContext, connections: contextlib.AsyncExitStack
@@ -552,6 +600,8 @@ class RunExecutor:
                         lease.token,
                         error_type=outcome.error_type or DATABASE_UNAVAILABLE,
                         error_message=outcome.error_message or "",
+                        cause=outcome.retry,
+                        infra_limit=self.settings.infra_retries,
                         notify_after_commit=True,
                     )
                 return await run_finish(
@@ -597,7 +647,13 @@ class RunExecutor:
     async def _release(self, lease: RunLease, reason: str) -> None:
         try:
             async with self.pool.connection() as conn:
-                await run_release(conn, lease.run_id, lease.token, reason=reason)
+                await run_release(
+                    conn,
+                    lease.run_id,
+                    lease.token,
+                    reason=reason,
+                    infra_limit=self.settings.infra_retries,
+                )
         except LeaseLost:
             log.warning("run %s: lease lost before it could be released", lease.run_id)
         except Exception as error:
@@ -622,6 +678,15 @@ def _outcome_of(work: asyncio.Task[Outcome], paths: ClientPaths) -> Outcome:
             RunStatus.FAILED, error_type=type(error).__name__, error_message=paths.hide(str(error))
         )
     return work.result()
+
+
+async def _announce(events: EventWriter, message: BaseMessage) -> None:
+    """The events of one message the graph produced: a reply no model call streamed (a
+    node wrote it, or an earlier attempt's stream did not reach the events) as one
+    chunk, as LangGraph's "messages" mode would send it; its tool calls or result."""
+    if isinstance(message, AIMessage) and message.id not in events.streamed and text_of(message):
+        events.message_chunk(message.id, text_of(message))
+    await events.tool_activity(message)
 
 
 async def _images_for(context: BaseContext, claim: RunClaim) -> list[dict[str, Any]]:

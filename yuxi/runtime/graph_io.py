@@ -1,22 +1,71 @@
 """What goes into a run's graph and what comes out of it, in yuxi's terms.
 
 In: the run's input message, a resume value translated for the pending interrupts, or
-nothing when a retry continues from the checkpoint. Out: the messages to store, the
-interrupts, and the JSON payloads of the run's events.
+nothing when a later attempt continues from the checkpoint an earlier one left. Out: the
+messages to store, the interrupts, and the JSON payloads of the run's events.
+
+Every checkpoint a run writes carries its run id in its metadata (``RUN_KEY``), so a
+later attempt finds where the run started and what it did: it continues from the last
+checkpoint (the input is not sent again, completed model and tool calls are not made
+again), and one whose graph already ended takes its outcome from the checkpoint.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command, Interrupt
+from langgraph.types import Command, Interrupt, StateSnapshot
 
 from yuxi.agents.context import BaseContext
 from yuxi.queue.runs import OutputMessage, RunClaim
 from yuxi.queue.statuses import RunType
+
+# the key of the run id in each checkpoint's metadata
+RUN_KEY = "yuxi_run_id"
+
+
+@dataclass
+class Resumed:
+    """What an attempt after the first found in the checkpoints of its run."""
+
+    # the ids of the messages the thread held before the run's first checkpoint
+    before: set[str]
+    # the messages earlier attempts produced (in the checkpoint now), in order
+    earlier: list[BaseMessage]
+    # the graph ended (or interrupted) in an earlier attempt: nothing is left to stream
+    ended: bool
+    # the latest checkpoint's interrupts, for a graph that ended interrupted
+    interrupts: tuple[Interrupt, ...] = ()
+
+
+async def resumed(graph: Any, config: RunnableConfig, claim: RunClaim) -> Resumed | None:
+    """For an attempt after the first: what the run's earlier attempts checkpointed;
+    None when they checkpointed nothing (this attempt starts the run afresh)."""
+    run_id = str(claim.run.run_id)
+    first: StateSnapshot | None = None
+    async for snapshot in graph.aget_state_history(config, filter={RUN_KEY: run_id}):
+        first = snapshot  # newest first: the last one is the run's first checkpoint
+    if first is None:
+        return None
+    before: set[str] = set()
+    if first.parent_config is not None:
+        parent = await graph.aget_state(first.parent_config)
+        before = {m.id for m in parent.values.get("messages") or [] if m.id}
+    state = await graph.aget_state(config)
+    earlier = produced_since(state, before)
+    mine = (state.metadata or {}).get(RUN_KEY) == run_id
+    ended = mine and (not state.next or bool(state.interrupts))
+    return Resumed(before, earlier, ended, tuple(state.interrupts) if ended else ())
+
+
+def produced_since(state: StateSnapshot, before: set[str]) -> list[BaseMessage]:
+    """The AI messages and tool results of ``state`` the thread did not hold before."""
+    messages = state.values.get("messages") or [] if isinstance(state.values, dict) else []
+    return [m for m in messages if isinstance(m, (AIMessage, ToolMessage)) and m.id not in before]
 
 
 async def graph_input(

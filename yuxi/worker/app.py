@@ -134,6 +134,7 @@ async def open_runtime(
                 home=settings.home.resolve(),
                 lease_seconds=settings.lease_seconds,
                 renew_seconds=settings.lease_renew_seconds,
+                infra_retries=settings.infra_retries,
             ),
             knowledge=DatabaseKnowledge(pool),
         )
@@ -177,7 +178,7 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Re
     @app.task(name="yuxi_reconcile_leases", queue=MAINTENANCE_QUEUE)
     async def reconcile_leases(timestamp: int) -> None:
         async with runtime.pool.connection() as conn:
-            for run in await run_reconcile_expired(conn):
+            for run in await run_reconcile_expired(conn, infra_limit=settings.infra_retries):
                 log.warning("run %s: lease expired; now %s", run.run_id, run.status)
 
     @app.periodic(cron=every)

@@ -251,11 +251,17 @@ def _write_file(runtime: ToolRuntime[BaseContext], path: str, content: str) -> s
 
 
 async def _write_file_through(runtime: ToolRuntime[BaseContext], path: str, content: str) -> str:
-    # in a worker's run the file is in the store (every host sees it) before this returns
+    # in a worker's run the file is in the store (every host sees it) before this returns;
+    # a call an earlier attempt of the run applied is not applied again
+    run = services()
+    key = runtime.tool_call_id
+    if run.calls is not None and key and (done := await run.calls.applied(key)) is not None:
+        return done
     said, written = await asyncio.to_thread(_write, runtime, path, content)
-    sink = services().files
-    if sink is not None:
-        await sink.wrote(written)
+    if run.files is not None:
+        await run.files.wrote(written)
+    if run.calls is not None and key:
+        await run.calls.record(key, "write_file", said)
     return said
 
 

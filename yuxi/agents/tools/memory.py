@@ -9,6 +9,9 @@ reads; the file is unchanged.
 
 As in ``files``, ``ToolRuntime`` and ``BaseContext`` stay importable at module level:
 LangChain resolves the annotations to find the injected ``runtime`` argument.
+
+An edit is applied at most once per tool call (its id is the key): a later attempt of
+the run that makes the same call again gets the result the first one had.
 """
 
 from __future__ import annotations
@@ -71,7 +74,9 @@ async def memory_append(runtime: ToolRuntime[BaseContext], text: str) -> str:
     """
     memory = await _run_memory(runtime)
     try:
-        size = await memory.edit(lambda current: append_text(current, text))
+        size = await memory.edit(
+            lambda current: append_text(current, text), key=runtime.tool_call_id
+        )
     except MemoryRefused as refused:
         raise ToolException(str(refused)) from None
     return f"appended to agents/MEMORY.md ({size} bytes now)"
@@ -94,7 +99,9 @@ async def memory_replace_section(
     """
     memory = await _run_memory(runtime)
     try:
-        size = await memory.edit(lambda current: replace_section(current, heading, content))
+        size = await memory.edit(
+            lambda current: replace_section(current, heading, content), key=runtime.tool_call_id
+        )
     except MemoryRefused as refused:
         raise ToolException(str(refused)) from None
     return f"replaced section {heading.strip()!r} of agents/MEMORY.md ({size} bytes now)"

@@ -108,6 +108,9 @@ class RunView(msgspec.Struct, frozen=True):
     error_message: str | None
     timing: RunTiming
     usage: dict[str, Any] | None = None
+    # attempts so far, and those of them given back for causes outside the agent
+    attempt_count: int = 0
+    infra_retries: int = 0
 
 
 class RunError(msgspec.Struct, frozen=True):
@@ -172,6 +175,8 @@ def run_view(run: Run) -> RunView:
         error_type=run.error_type,
         error_message=run.error_message,
         timing=RunTiming(run.created_at, run.started_at, run.finished_at),
+        attempt_count=run.attempt_count,
+        infra_retries=run.infra_retries,
     )
 
 
