@@ -17,6 +17,13 @@ the heartbeats and recovery scans cost a worker's throughput.
   scan and the job pruning in every maintenance pass) against the same worker without it
   (heartbeat every hour, neither scan), maintenance every --maintenance-seconds (1: the
   scans as often as they can run), ABBA over --rounds. Target: ratio ≥ 0.97.
+- killed: two ``yuxi worker`` processes (lease --kill-lease s, maintenance every 1 s);
+  each of --kills trials submits ``/sleep 0.3``, SIGKILLs the worker that claimed it
+  0.1 s into its attempt, and times the SIGKILL → the run ``completed`` on the other
+  worker (an infrastructure retry resuming from the checkpoint; the killed worker is
+  started again before the next trial). Target: p50 ≤ lease + 2 s. With it, the
+  resumed attempt's own duration (its claim → its end, ``agent_run_attempts``) against
+  a fresh attempt's of the same runs uncut.
 - appends: batches of 3 events appended per second on one connection through
   ``run_append_batch`` (the worker's keyed, idempotent append) and through
   ``run_append_events`` (no key), alternating; the key must cost no round trip.
@@ -41,6 +48,7 @@ from uuid import UUID
 
 import psycopg
 
+from tests.bench.api_process import BENCH_SECRET_KEY
 from tests.bench.harness import (
     BenchDatabase,
     Measured,
@@ -76,6 +84,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backlog", type=int, default=16)
     parser.add_argument("--maintenance-seconds", type=int, default=1)
     parser.add_argument("--appends", type=int, default=2000, help="appends per side and round")
+    parser.add_argument("--kills", type=int, default=10, help="workers SIGKILLed mid-run")
+    parser.add_argument("--kill-lease", type=float, default=2.0, help="lease of those workers")
     return parser.parse_args(argv)
 
 
@@ -356,7 +366,109 @@ async def measure_appends(
     return results
 
 
+# -- a worker SIGKILLed mid-run --------------------------------------------------------
+
+
+async def _started(worker: WorkerProcess) -> None:
+    await worker.start()
+    while "worker running" not in worker.log():
+        assert worker.alive, worker.log()
+        await asyncio.sleep(0.1)
+
+
+async def _run_row(url: str, run_id: UUID) -> tuple[str, str | None]:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT status, lease_owner FROM yuxi.agent_runs WHERE run_id = %s", (run_id,)
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return str(row[0]), row[1]
+
+
+async def _attempt_seconds(url: str, run_id: UUID, attempt: int) -> float:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT extract(epoch FROM ended_at - started_at) FROM yuxi.agent_run_attempts"
+            " WHERE run_id = %s AND attempt_no = %s",
+            (run_id, attempt),
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return float(row[0])
+
+
+async def measure_killed(database: BenchDatabase, args: argparse.Namespace) -> list[list[Any]]:
+    url = database.url
+    uid = seed_owner(url) if not _seeded(url) else _owner(url)
+    env = {
+        "YUXI_LEASE_SECONDS": f"{args.kill_lease:g}",
+        "YUXI_LEASE_RENEW_SECONDS": "0.5",
+        "YUXI_SECRET_KEY": BENCH_SECRET_KEY,  # one key for every host of the database
+    }
+    takeovers, resumed, fresh = [], [], []
+    with tempfile.TemporaryDirectory(prefix="yuxi-bench-kill-") as root:
+        workers = [WorkerProcess(url, Path(root) / f"w{i}", **env) for i in range(2)]
+        for worker in workers:
+            await _started(worker)
+        try:
+            for trial in range(args.kills):
+                thread = create_threads(url, uid, 1)[0]
+                uncut = await _submit_until_accepted(url, uid, thread, "/sleep 0.3")
+                await _completed(url, uncut)
+                fresh.append(await _attempt_seconds(url, uncut, 1))
+                run_id = await _submit_until_accepted(url, uid, thread, "/sleep 0.3")
+                row = await _run_row(url, run_id)
+                for _ in range(3000):
+                    if row[0] == "running":
+                        break
+                    await asyncio.sleep(0.01)
+                    row = await _run_row(url, run_id)
+                await asyncio.sleep(0.1)
+                owner = row[1] or ""
+                [victim] = [
+                    w
+                    for w in workers
+                    if w.process is not None and owner.endswith(f":{w.process.pid}")
+                ]
+                killed = time.monotonic()
+                victim.kill()
+                await _completed(url, run_id, within=60)
+                takeovers.append(time.monotonic() - killed)
+                resumed.append(await _attempt_seconds(url, run_id, 2))
+                assert victim.process is not None
+                await victim.process.wait()
+                await _started(victim)
+                log(f"kill {trial + 1}: completed {takeovers[-1]:.2f} s after the SIGKILL")
+        finally:
+            for worker in workers:
+                await worker.stop()
+    target = args.kill_lease + 2.0
+    return [
+        [
+            "SIGKILL → completed elsewhere",
+            f"{statistics.median(takeovers):.2f}",
+            f"{max(takeovers):.2f}",
+            f"≤ {target:g} s {verdict(statistics.median(takeovers) <= target)}",
+        ],
+        [
+            "resumed attempt (claim → end)",
+            f"{statistics.median(resumed):.3f}",
+            f"{max(resumed):.3f}",
+            f"÷ fresh {statistics.median(resumed) / statistics.median(fresh):.2f}",
+        ],
+        ["fresh attempt (claim → end)", f"{statistics.median(fresh):.3f}", f"{max(fresh):.3f}", ""],
+    ]
+
+
 async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
+    killed = await measure_killed(database, args)
+    print_table(
+        f"killed: a worker SIGKILLed mid-run, {args.kills} times (lease {args.kill_lease:g} s,"
+        " maintenance every 1 s); seconds",
+        ["what", "p50", "max", "target"],
+        killed,
+    )
     recovery = await measure_recovery(database, args)
     print_table(
         "recovery: seconds from the outage to a new run completed (a yuxi worker process)",

@@ -204,7 +204,10 @@ async def test_a_hold_settles_exactly_once_whoever_ends_the_run(world: World) ->
     results = await race(
         world.url,
         8,
-        lambda conn, i: conn.execute("SELECT * FROM yuxi.run_reconcile_expired(%s)", (later,)),
+        # no infrastructure retry: the run fails
+        lambda conn, i: conn.execute(
+            "SELECT * FROM yuxi.run_reconcile_expired(%s, p_infra_limit => 0)", (later,)
+        ),
     )
     assert failures(results) == []
     assert await world.value("SELECT status FROM yuxi.agent_runs WHERE run_id = %s", expired) == (
@@ -352,7 +355,11 @@ async def test_a_sigkilled_workers_hold_is_released_once_by_the_reconciler(
             doomed.kill()
 
     # two workers' reconcilers race for the expired lease
-    async with running_worker(db_url, tmp_path / "one"), running_worker(db_url, tmp_path / "two"):
+    # (no infrastructure retry: the run fails)
+    async with (
+        running_worker(db_url, tmp_path / "one", infra_retries=0),
+        running_worker(db_url, tmp_path / "two", infra_retries=0),
+    ):
         assert await wait_for_status(world, info.run_id, within=30) == "failed"
     assert await world.fetch(
         "SELECT status, charged FROM yuxi.credit_holds WHERE run_id = %s", info.run_id
