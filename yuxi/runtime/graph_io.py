@@ -46,15 +46,21 @@ async def resumed(graph: Any, config: RunnableConfig, claim: RunClaim) -> Resume
     """For an attempt after the first: what the run's earlier attempts checkpointed;
     None when they checkpointed nothing (this attempt starts the run afresh)."""
     run_id = str(claim.run.run_id)
-    first: StateSnapshot | None = None
-    async for snapshot in graph.aget_state_history(config, filter={RUN_KEY: run_id}):
-        first = snapshot  # newest first: the last one is the run's first checkpoint
+    saver = graph.checkpointer
+    first = None
+    # the run's checkpoints, newest first (a metadata filter in the saver's query): the
+    # last one is the run's first
+    top = {"configurable": {**config.get("configurable", {}), "checkpoint_ns": ""}}
+    async for saved in saver.alist(top, filter={RUN_KEY: run_id}):
+        first = saved
     if first is None:
         return None
     before: set[str] = set()
     if first.parent_config is not None:
-        parent = await graph.aget_state(first.parent_config)
-        before = {m.id for m in parent.values.get("messages") or [] if m.id}
+        parent = await saver.aget_tuple(first.parent_config)
+        if parent is not None:
+            messages = parent.checkpoint["channel_values"].get("messages") or []
+            before = {m.id for m in messages if getattr(m, "id", None)}
     state = await graph.aget_state(config)
     earlier = produced_since(state, before)
     mine = (state.metadata or {}).get(RUN_KEY) == run_id
