@@ -54,6 +54,14 @@ def build_server(name: str = "yuxi-test") -> FastMCP:
         return "set" if name in os.environ else "unset"
 
     @server.tool
+    def call_key(ctx: Context) -> str:
+        """The idempotency key the caller sent in the call's _meta ("none" without one)."""
+        meta: Any = ctx.request_context.meta if ctx.request_context is not None else None
+        if meta is not None and not isinstance(meta, dict):
+            meta = meta.model_dump()
+        return str((meta or {}).get("io.yuxi/idempotency-key") or "none")
+
+    @server.tool
     async def hang(seconds: float = 3600) -> str:
         """Sleeps, then answers."""
         await asyncio.sleep(seconds)

@@ -25,6 +25,7 @@ import logging
 import os
 import re
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -110,8 +111,55 @@ def transport_of(spec: McpServerSpec) -> ClientTransport:
     return StreamableHttpTransport(spec.url or "", headers=spec.headers or None)
 
 
+# The key of the idempotency key in a tool call's _meta: "<run id>:<tool call id>", the
+# same in every attempt of the run that makes the call, so a server that honours it can
+# apply a call once.
+IDEMPOTENCY_META = "io.yuxi/idempotency-key"
+
+# the idempotency key of the MCP tool call under way in this task
+_call_key: ContextVar[str | None] = ContextVar("yuxi_mcp_call_key", default=None)
+
+
+class KeyedClient(Client):  # type: ignore[type-arg]
+    """A FastMCP client whose tool calls carry the call's idempotency key in _meta: its
+    session (what both FastMCP's calls and LangChain's elicitation loop call) adds it."""
+
+    @property
+    def session(self) -> Any:
+        return _KeyedSession(super().session)
+
+
+class _KeyedSession:
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    async def call_tool(self, name: str, arguments: Any = None, *args: Any, **kwargs: Any) -> Any:
+        key = _call_key.get()
+        if key is not None:
+            kwargs["meta"] = {**(kwargs.get("meta") or {}), IDEMPOTENCY_META: key}
+        return await self._session.call_tool(name, arguments, *args, **kwargs)
+
+
+class KeyedTool(StructuredTool):
+    """An MCP tool that knows its call's id while it runs (LangChain passes it to
+    ``arun`` only), for the client to send as the idempotency key."""
+
+    run_id: str = ""
+
+    async def arun(self, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
+        call_id = kwargs.get("tool_call_id")
+        token = _call_key.set(f"{self.run_id}:{call_id}" if call_id and self.run_id else None)
+        try:
+            return await super().arun(tool_input, *args, **kwargs)
+        finally:
+            _call_key.reset(token)
+
+
 def adapter_of(spec: McpServerSpec) -> MCPAdapter:
-    client: Client[Any] = Client(
+    client: Client[Any] = KeyedClient(
         transport_of(spec),
         timeout=spec.call_timeout_seconds,
         init_timeout=spec.connect_timeout_seconds,
@@ -132,10 +180,11 @@ def _tool_error(error: ToolException) -> Any:
     return getattr(error, "tool_content", None) or str(error)
 
 
-def bind_tool(spec: McpServerSpec, tool: BaseTool) -> BaseTool | None:
-    """``tool`` as ``<slug>__<name>``, each call limited to the server's call timeout
-    and its failures turned into tool errors; None when the name is not one a model
-    provider accepts."""
+def bind_tool(spec: McpServerSpec, tool: BaseTool, run_id: str = "") -> BaseTool | None:
+    """``tool`` as ``<slug>__<name>``, each call limited to the server's call timeout,
+    its failures turned into tool errors and its idempotency key (``run_id`` and the
+    call's id) in the call's _meta; None when the name is not one a model provider
+    accepts."""
     name = f"{spec.slug}{SEPARATOR}{tool.name}"
     if not TOOL_NAME.match(name):
         log.warning("MCP server %s: tool %r skipped (not a valid tool name)", spec.slug, tool.name)
@@ -154,7 +203,7 @@ def bind_tool(spec: McpServerSpec, tool: BaseTool) -> BaseTool | None:
             reason = failure_reason(error, spec, connecting=False)
             raise ToolException(f"MCP server {spec.slug} {reason}") from None
 
-    return StructuredTool(
+    return KeyedTool(
         name=name,
         description=tool.description,
         args_schema=tool.args_schema or {"type": "object", "properties": {}},
@@ -162,6 +211,7 @@ def bind_tool(spec: McpServerSpec, tool: BaseTool) -> BaseTool | None:
         response_format="content_and_artifact",
         metadata=tool.metadata,
         handle_tool_error=_tool_error,
+        run_id=run_id,
     )
 
 
@@ -184,8 +234,11 @@ def unavailable_tool(spec: McpServerSpec, reason: str) -> BaseTool:
 class McpSession:
     """The connections of one run to ``specs``; ``tools`` once entered."""
 
-    def __init__(self, specs: Sequence[McpServerSpec], *, required: Sequence[str] = ()) -> None:
+    def __init__(
+        self, specs: Sequence[McpServerSpec], *, required: Sequence[str] = (), run_id: str = ""
+    ) -> None:
         self.specs = list(specs)
+        self.run_id = run_id
         self.required = set(required)
         self.tools: list[BaseTool] = []
         # slug -> why it is unavailable
@@ -230,7 +283,11 @@ class McpSession:
             reason = failure_reason(error, spec, connecting=True)
             log.info("MCP server %s: %s", spec.slug, reason)
             return reason
-        return [bound for tool in discovered if (bound := bind_tool(spec, tool)) is not None]
+        return [
+            bound
+            for tool in discovered
+            if (bound := bind_tool(spec, tool, self.run_id)) is not None
+        ]
 
     async def close(self) -> None:
         """Closes every connection (each within a few seconds, whatever the server does)."""

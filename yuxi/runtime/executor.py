@@ -566,7 +566,9 @@ class RunExecutor:
         box = self._secret_box()
         specs = [McpServerSpec.opened(box, row) for row in rows]
         try:
-            session = await connections.enter_async_context(McpSession(specs, required=required))
+            session = await connections.enter_async_context(
+                McpSession(specs, required=required, run_id=str(claim.run.run_id))
+            )
         except McpUnavailable as error:
             raise RunFailure("mcp_unavailable", str(error)) from None
         context.resolved.mcp_tools = list(session.tools)
