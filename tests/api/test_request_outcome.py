@@ -98,10 +98,6 @@ async def server(
             "SELECT yuxi.user_create(p_name => 'outcome', p_is_admin => false, p_token_hash => %s)",
             (token_hash(token),),
         )
-        conn.execute(
-            "SELECT yuxi.agent_seed('chatbot', 'Chatbot', 'chatbot',"
-            ' \'{"context": {"model": "builtin:scripted"}}\')'
-        )
     port = free_port()
     env = {
         **os.environ,
@@ -202,6 +198,7 @@ async def test_a_stream_its_client_leaves_keeps_its_200(server: Server) -> None:
     async with httpx.AsyncClient(
         base_url=server.base_url, headers={"Authorization": f"Bearer {server.token}"}
     ) as client:
+        # `yuxi api` seeds the chatbot agent as it starts
         created = await client.post("/api/chat/thread", json={"agent_id": "chatbot"})
         assert created.status_code == 201, created.text
         thread = created.json()["id"]
