@@ -29,6 +29,7 @@ import pytest_asyncio
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from tests.api.log_capture import Capture, capturing
 from tests.conftest import database_url
 from tests.integration.worker_harness import running_worker
 from yuxi.api.server import serve_api
@@ -430,3 +431,10 @@ async def worker(api: Api) -> AsyncIterator[None]:
     """An in-process worker executing this module's runs."""
     async with running_worker(api.db_url, api.home, worker_concurrency=8):
         yield
+
+
+@pytest.fixture
+def logs() -> Iterator[Capture]:
+    """Every log record of this process (the API served here included) during the test."""
+    with capturing() as capture:
+        yield capture

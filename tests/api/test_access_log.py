@@ -3,66 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
 from tests.api.conftest import Api, error_of
+from tests.api.log_capture import Capture
 from yuxi.queue.users import new_token
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-ACCESS = "yuxi.api.access"
-# the test's own HTTP client logs in this process too (URLs with their query strings)
-CLIENT_LOGGERS = ("httpx", "httpcore")
-FIELD = re.compile(r"(\w+)=(\S+)")
-
-
-class Capture(logging.Handler):
-    """Every record of every logger, including those that do not propagate to the root."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.name.partition(".")[0] not in CLIENT_LOGGERS:
-            self.records.append(record)
-
-    def access(self, path: str) -> list[dict[str, str]]:
-        lines = [dict(FIELD.findall(r.getMessage())) for r in self.records if r.name == ACCESS]
-        return [line for line in lines if line.get("path") == path]
-
-    def texts(self) -> Iterator[str]:
-        """Everything a formatter could print of each record."""
-        formatter = logging.Formatter()
-        for record in self.records:
-            yield formatter.format(record)
-            yield repr(record.__dict__)
-
-
-@pytest.fixture
-def logs() -> Iterator[Capture]:
-    capture = Capture()
-    loggers = [logging.getLogger()] + [
-        logger
-        for logger in logging.root.manager.loggerDict.values()
-        if isinstance(logger, logging.Logger) and not logger.propagate
-    ]
-    root_level = logging.root.level
-    logging.root.setLevel(logging.DEBUG)
-    for logger in loggers:
-        logger.addHandler(capture)
-    try:
-        yield capture
-    finally:
-        for logger in loggers:
-            logger.removeHandler(capture)
-        logging.root.setLevel(root_level)
 
 
 async def logged(logs: Capture, path: str, within: float = 5.0) -> dict[str, str]:

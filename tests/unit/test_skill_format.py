@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import io
 import os
+import random
 import stat
+import tracemalloc
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,13 +17,16 @@ import pytest
 from tests.fixtures.skills import SKILLS, skill_md, zip_of
 from yuxi.skills.format import (
     MAX_BYTES,
+    MAX_ENTRIES,
     SkillFormatError,
+    bundle,
     canonical_digest,
     parse_skill_md,
     read_directory,
     read_source,
     read_zip,
 )
+from yuxi.skills.front_matter import MAX_DEPTH, MAX_FRONT_MATTER_BYTES, MAX_NODES
 from yuxi.skills.resolve import (
     SkillError,
     SkillRecord,
@@ -155,3 +161,97 @@ def test_a_personal_skill_shadows_the_shared_one(tmp_path: Path) -> None:
     assert merged["writing-style"].source == "personal"
     assert merged["writing-style"].description == "my own style"
     assert merged["report-writer"].source == "shared"
+
+
+def _peak_bytes(call: Callable[[], object]) -> int:
+    """The most memory ``call`` held at once (it must raise SkillFormatError)."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(SkillFormatError):
+            call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_bomb_is_read_no_further_than_the_limit() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("SKILL.md", skill_md("ok", "x"))
+        with archive.open("zeros", "w") as member:
+            chunk = b"\0" * 2**20
+            for _ in range(256):  # 256 MiB, a quarter MiB on the wire
+                member.write(chunk)
+    data = buffer.getvalue()
+    assert len(data) < 2**20
+    assert _peak_bytes(lambda: read_zip(data)) < 3 * MAX_BYTES
+
+
+def test_a_huge_directory_is_refused_before_it_is_read() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("SKILL.md", skill_md("ok", "x"))
+        for index in range(150_000):
+            archive.writestr(zipfile.ZipInfo(f"{index}/"), b"")
+    data = buffer.getvalue()
+    # zipfile would build 150,000 entries first: about 70 MB
+    assert _peak_bytes(lambda: read_zip(data)) < 2**20
+    # a directory under the byte limit with too many entries is counted after it is read
+    few = zipfile.ZipFile(io.BytesIO(data))
+    small = io.BytesIO()
+    with zipfile.ZipFile(small, "w") as archive:
+        for info in few.infolist()[: MAX_ENTRIES + 1]:
+            archive.writestr(info, b"")
+    with pytest.raises(SkillFormatError, match=f"at most {MAX_ENTRIES} entries"):
+        read_zip(small.getvalue())
+
+
+def test_corrupted_archives_are_refused_as_such() -> None:
+    """Bytes of real archives changed at random: each reads, or is a SkillFormatError;
+    zipfile's own errors (a negative seek, an unknown version, zlib's, lzma's, a
+    truncated stream) never come through."""
+    rng = random.Random(27)
+    valid = []
+    for method in (zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA, zipfile.ZIP_STORED):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", method) as archive:
+            archive.writestr("SKILL.md", skill_md("ok", "x") * 20)
+            archive.writestr("a.txt", b"hello " * 1000)
+        valid.append(buffer.getvalue())
+    refused = 0
+    for _ in range(3000):
+        data = bytearray(rng.choice(valid))
+        for _ in range(rng.randint(1, 6)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        try:
+            bundle(read_zip(bytes(data)))
+        except SkillFormatError:
+            refused += 1
+    assert refused > 1000
+
+
+@pytest.mark.parametrize(
+    ("front", "message"),
+    [
+        ("description: " + "[" * 5000 + "]" * 5000, f"deeper than {MAX_DEPTH}"),
+        ("description: x\nm: &a [*a]", "own anchor"),
+        ("description: x\nwhen: 2024-02-30", "bad value"),
+        ("description: x\nm: " + "x" * MAX_FRONT_MATTER_BYTES, f"{MAX_FRONT_MATTER_BYTES} bytes"),
+    ],
+    ids=["5,000 deep", "an alias in its anchor", "February 30", "too long"],
+)
+def test_front_matter_past_its_limits_is_refused(front: str, message: str) -> None:
+    with pytest.raises(SkillFormatError, match=message):
+        parse_skill_md(f"---\nname: ok\n{front}\n---\n")
+
+
+def test_aliases_count_as_what_they_repeat() -> None:
+    anchors = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for level in range(1, 3):
+        anchors.append(f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * 10) + "]")
+    text = "---\nname: ok\ndescription: x\n" + "\n".join(anchors) + "\n---\n"
+    assert len(parse_skill_md(text).front_matter["a2"]) == 10  # a2 is 1,111 values: read
+    anchors.append("a3: &a3 [" + ", ".join(["*a2"] * 10) + "]")  # 11,111: refused
+    text = "---\nname: ok\ndescription: x\n" + "\n".join(anchors) + "\n---\n"
+    with pytest.raises(SkillFormatError, match=f"more than {MAX_NODES} values"):
+        parse_skill_md(text)

@@ -11,7 +11,10 @@ string); ``query`` lists the query's parameter names, never their values; ``byte
 the response body's size; ``user`` is the authenticated caller's id (``-`` before or
 without authentication, and on the run routes whose statement checks the token, when
 that statement refused the request: another user's run is a 404 with ``user=-``);
-``status`` is ``-`` when no response was started (the client went away first).
+``status`` is what the client was sent (yuxi/api/request_outcome.py): ``499`` when it
+left before a response was sent, the HTTP layer's own status when that refused the
+request (a malformed body: 400), and then ``bytes`` is 0 (the application's answer
+went nowhere).
 Headers, cookies, query values and bodies are never logged: the bearer token travels in
 ``Authorization``.
 """
@@ -24,6 +27,8 @@ from typing import Any
 
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, HTTPScope, Message, Receive, Scope, Send
+
+from yuxi.api.request_outcome import answered_by_application, sent_status
 
 log = logging.getLogger("yuxi.api.access")
 
@@ -52,18 +57,15 @@ class AccessLog:
 
         try:
             await self._app(scope, receive, send_and_count)
-        except Exception:
-            response.failed()
-            raise
         finally:
             log.info(
-                "method=%s path=%s%s status=%s duration_ms=%.1f bytes=%d user=%s client=%s",
+                "method=%s path=%s%s status=%d duration_ms=%.1f bytes=%d user=%s client=%s",
                 scope["method"],
                 _path(scope),
                 _query(scope["query_string"]),
-                response.status,
+                sent_status(scope, response.status),
                 (time.perf_counter() - started) * 1000,
-                response.bytes,
+                response.bytes if answered_by_application(scope) else 0,
                 _user(scope),
                 _client(scope),
             )
@@ -73,7 +75,7 @@ class _Response:
     __slots__ = ("bytes", "status")
 
     def __init__(self) -> None:
-        self.status: int | str = "-"
+        self.status: int | None = None  # none started
         self.bytes = 0
 
     def saw(self, message: Message) -> None:
@@ -81,10 +83,6 @@ class _Response:
             self.status = message["status"]
         elif message["type"] == "http.response.body":
             self.bytes += len(message.get("body", b""))
-
-    def failed(self) -> None:
-        if self.status == "-":
-            self.status = 500  # what the server answers for an exception
 
 
 def _path(scope: HTTPScope) -> str:

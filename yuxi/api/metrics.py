@@ -27,6 +27,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 from psycopg_pool import AsyncConnectionPool
 
+from yuxi.api.request_outcome import answered_by_application, sent_status
 from yuxi.queue.metrics import MetricSample, metrics_snapshot
 
 log = logging.getLogger("yuxi.api.metrics")
@@ -55,8 +56,6 @@ HTTP_LATENCY = Histogram(
 
 # a request the router matched no route for: its raw path could hold anything
 UNMATCHED = "unmatched"
-# the client went away before any response was started
-NO_RESPONSE = "none"
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
@@ -76,7 +75,7 @@ class HttpMetrics:
             await self._app(scope, receive, send)
             return
         started = time.perf_counter()
-        response: list[Any] = [NO_RESPONSE, None]  # status, seconds until it started
+        response: list[Any] = [None, None]  # status, seconds until it started
 
         async def send_and_time(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -86,14 +85,16 @@ class HttpMetrics:
 
         try:
             await self._app(scope, receive, send_and_time)
-        except Exception:
-            if response[1] is None:
-                response[0] = 500  # what the server answers for an exception
-            raise
         finally:
             self._count(scope, response[0], response[1])
 
-    def _count(self, scope: Scope, status: int | str, seconds: float | None) -> None:
+    def _count(self, scope: Scope, answered: int | None, seconds: float | None) -> None:
+        # what the client was sent (yuxi/api/request_outcome.py): 499 when it left first,
+        # the HTTP layer's own status when that refused the request; then the
+        # application's response went nowhere, and neither did its latency
+        status = sent_status(scope, answered)
+        if not answered_by_application(scope):
+            seconds = None
         method = scope["method"] if scope["method"] in _METHODS else "other"  # type: ignore[typeddict-item]
         route = scope.get("path_template") or UNMATCHED
         key = (method, route, str(status))

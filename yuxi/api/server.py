@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from yuxi.api.request_outcome import OutcomeProtocol
 from yuxi.settings import Settings
 
 
@@ -45,6 +46,10 @@ async def serve_api(url: str, settings: Settings) -> None:
         log_level="warning",
         lifespan="on",
         access_log=False,
+        # httptools, noting in each request's scope what its connection got instead of
+        # the application's response (a client gone: 499; uvicorn's own 400), so that the
+        # access log and the metrics count what was sent
+        http=OutcomeProtocol,
         # a request still open this long after SIGTERM is cut (streams end at once)
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )

@@ -27,12 +27,18 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]
+from yuxi.skills.front_matter import FrontMatterError, load_front_matter
 
 SKILL_FILE = "SKILL.md"
 MAX_FILES = 500
 MAX_BYTES = 16 * 1024 * 1024
 """What one skill may hold (the SQL function refuses more too)."""
+MAX_ENTRIES = 4 * MAX_FILES
+"""Members of a skill's ZIP archive, directories included."""
+MAX_DIRECTORY_BYTES = 1024 * 1024
+"""The central directory of a skill's ZIP archive: MAX_ENTRIES of 512 bytes each
+(a real entry is its name and about 80 bytes)."""
+_END_RECORD_DIRECTORY_SIZE = 5  # zipfile's _ECD_SIZE
 DESCRIPTION_LIMIT = 1024
 
 _SLUG = re.compile(r"^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$")
@@ -111,9 +117,9 @@ def parse_skill_md(text: str) -> SkillMeta:
     if match is None:
         raise SkillFormatError("SKILL.md must start with YAML front matter between --- lines")
     try:
-        front = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as error:
-        raise SkillFormatError(f"the front matter of SKILL.md is not valid YAML: {error}") from None
+        front = load_front_matter(match.group(1))
+    except FrontMatterError as error:
+        raise SkillFormatError(str(error)) from None
     if not isinstance(front, dict):
         raise SkillFormatError("the front matter of SKILL.md must be a mapping")
     name = front.get("name")
@@ -174,6 +180,7 @@ def bundle(files: Mapping[str, bytes]) -> SkillBundle:
         raise SkillFormatError(f"a skill has at most {MAX_FILES} files")
     if sum(len(d) for d in files.values()) > MAX_BYTES:
         raise SkillFormatError(f"a skill holds at most {MAX_BYTES} bytes")
+    _check_tree(files)
     raw = files.get(SKILL_FILE)
     if raw is None:
         raise SkillFormatError("a skill needs a SKILL.md at its top")
@@ -182,6 +189,16 @@ def bundle(files: Mapping[str, bytes]) -> SkillBundle:
     except UnicodeDecodeError:
         raise SkillFormatError("SKILL.md is not UTF-8 text") from None
     return SkillBundle(parse_skill_md(text), dict(files), canonical_digest(files))
+
+
+def _check_tree(files: Mapping[str, bytes]) -> None:
+    # "a" and "a/b" cannot both be written out (a worker copies a skill to its disk)
+    for name in files:
+        parent = name.rpartition("/")[0]
+        while parent:
+            if parent in files:
+                raise SkillFormatError(f"{parent} is both a file and a directory in the skill")
+            parent = parent.rpartition("/")[0]
 
 
 def check_relative(name: str) -> str:
@@ -230,16 +247,21 @@ def read_directory(root: Path) -> dict[str, bytes]:
 
 def read_zip(data: bytes) -> dict[str, bytes]:
     """The files of a ZIP archive of a skill. A single top directory holding the
-    ``SKILL.md`` is stripped. Absolute paths, ``..``, links and archives inflating past
-    ``MAX_BYTES`` (whatever their headers claim) are refused."""
+    ``SKILL.md`` is stripped. Absolute paths, ``..``, links, more than ``MAX_ENTRIES``
+    members and archives inflating past ``MAX_BYTES`` (whatever their headers claim) are
+    refused, as is any archive zipfile cannot read: SkillFormatError, always."""
+    _check_directory_size(data)
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, OSError):
-        raise SkillFormatError("not a ZIP archive") from None
+    except Exception as error:  # see _why
+        raise SkillFormatError(f"not a ZIP archive ({_why(error)})") from None
     files: dict[str, bytes] = {}
     total = 0
     with archive:
-        members = [m for m in archive.infolist() if not m.is_dir()]
+        entries = archive.infolist()
+        if len(entries) > MAX_ENTRIES:
+            raise SkillFormatError(f"a skill archive has at most {MAX_ENTRIES} entries")
+        members = [m for m in entries if not m.is_dir()]
         if len(members) > MAX_FILES:
             raise SkillFormatError(f"a skill has at most {MAX_FILES} files")
         for member in members:
@@ -251,8 +273,8 @@ def read_zip(data: bytes) -> dict[str, bytes]:
             try:
                 with archive.open(member) as handle:
                     content = handle.read(MAX_BYTES - total + 1)
-            except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError) as error:
-                raise SkillFormatError(f"{name}: cannot be extracted ({error})") from None
+            except Exception as error:  # see _why
+                raise SkillFormatError(f"{name}: cannot be extracted ({_why(error)})") from None
             total += len(content)
             if total > MAX_BYTES:
                 raise SkillFormatError(f"the archive inflates past {MAX_BYTES} bytes")
@@ -260,6 +282,36 @@ def read_zip(data: bytes) -> dict[str, bytes]:
                 raise SkillFormatError(f"{name} appears twice in the archive")
             files[name] = content
     return _strip_top(files)
+
+
+def _why(error: Exception) -> str:
+    # zipfile and its decompressors, on a crafted archive, raise far more than
+    # BadZipFile (measured on corrupted archives: ValueError for a negative seek,
+    # NotImplementedError for a version, UnicodeDecodeError for a name, zlib.error,
+    # lzma.LZMAError and EOFError for the data): whatever they raise, the archive is at
+    # fault, and the caller hears that it is unreadable and why
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _check_directory_size(data: bytes) -> None:
+    """Refuses an archive whose central directory is larger than ``MAX_DIRECTORY_BYTES``
+    before zipfile reads it: it builds an object for every entry (a 17 MiB upload of
+    empty directories is 190,000 of them, 90 MB and seconds of work) and only then can
+    they be counted. The size is the one zipfile reads the directory by, from its own
+    reading of the end record (a private function of zipfile's, there since Python 2.6;
+    without it, the count after opening still refuses such an archive)."""
+    end_record = getattr(zipfile, "_EndRecData", None)
+    if end_record is None:
+        return
+    try:
+        record = end_record(io.BytesIO(data))
+    except Exception:
+        return  # zipfile then says why it cannot open the archive
+    if record and record[_END_RECORD_DIRECTORY_SIZE] > MAX_DIRECTORY_BYTES:
+        raise SkillFormatError(
+            f"a skill archive has at most {MAX_ENTRIES} entries"
+            f" (its directory holds more than {MAX_DIRECTORY_BYTES} bytes)"
+        )
 
 
 def _strip_top(files: dict[str, bytes]) -> dict[str, bytes]:

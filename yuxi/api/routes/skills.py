@@ -19,7 +19,6 @@ from litestar.params import FromPath, FromQuery
 from psycopg import AsyncConnection
 
 from yuxi.api.auth import User, require_admin
-from yuxi.api.limits import RAW_BODY
 from yuxi.queue.errors import InvalidInput, NotFound, PayloadTooLarge
 from yuxi.queue.skills import SkillInfo, skill_delete, skill_files, skill_versions, skills_usable
 from yuxi.skills.format import MAX_BYTES
@@ -180,7 +179,6 @@ class SkillsController(Controller):
         "/",
         status_code=201,
         summary="Upload a skill: a ZIP of its directory, raw or in a part file (shared: admins)",
-        opt={RAW_BODY: True},
         request_max_body_size=None,  # bounded as it streams in (MAX_UPLOAD)
     )
     async def upload(

@@ -18,7 +18,6 @@ from litestar.response import Stream
 from yuxi.api.auth import User
 from yuxi.api.dependencies import caller_briefly
 from yuxi.api.errors import error_response
-from yuxi.api.limits import RAW_BODY
 from yuxi.files.store import FileStore
 from yuxi.files.workspace import (
     AGENTS_DIR,
@@ -112,7 +111,6 @@ class WorkspaceController(Controller):
     @put(
         "/{name:path}",
         summary="Replace a workspace prompt file with the raw UTF-8 body (at most 64 KiB)",
-        opt={RAW_BODY: True},
         dependencies=BRIEFLY,
     )
     async def write(
