@@ -109,9 +109,7 @@ async def test_an_agent_calls_an_mcp_tool_and_no_secret_leaks(
     assert "42" in await output_of(api, added)
     # every call carries its idempotency key, "<run id>:<tool call id>", in its _meta
     keyed = await tool_call(api, "web__call_key", {})
-    assert await output_of(api, keyed) == (
-        f"tool web__call_key returned: {keyed['run_id']}:call_1"
-    )
+    assert await output_of(api, keyed) == (f"tool web__call_key returned: {keyed['run_id']}:call_1")
 
     manifest = (await api.alice.get(f"/api/agent/runs/{view['run_id']}/manifest")).json()
     servers = {s["slug"]: s for s in manifest["mcp_servers"]}
