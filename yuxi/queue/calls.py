@@ -75,13 +75,20 @@ async def call_one(
 
 
 async def call_many(
-    conn: AsyncConnection[Any], struct: type[S], source: str, params: dict[str, Any]
+    conn: AsyncConnection[Any],
+    struct: type[S],
+    source: str,
+    params: dict[str, Any],
+    *,
+    binary: bool = False,
 ) -> list[S]:
-    """Runs ``SELECT <struct fields> FROM <source>`` and returns every row."""
+    """Runs ``SELECT <struct fields> FROM <source>`` and returns every row. ``binary``:
+    the rows come in PostgreSQL's binary format (a ``bytea`` as its bytes, not as hex
+    text twice their size)."""
     caller = params.get("uid")
     if isinstance(caller, Bearer):
         return await _call_as(conn, caller, struct, source, params)
-    async with conn.cursor(row_factory=kwargs_row(struct)) as cur:
+    async with conn.cursor(row_factory=kwargs_row(struct), binary=binary) as cur:
         with typed_errors():
             await cur.execute(_query(struct, source), params)
             return await cur.fetchall()

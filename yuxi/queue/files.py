@@ -227,6 +227,7 @@ async def file_chunks_read(
         Chunk,
         "yuxi.file_chunks_read(p_content_id => %(id)s, p_from => %(first)s, p_to => %(last)s)",
         {"id": content_id, "first": first, "last": last},
+        binary=True,  # a chunk's bytes as they are, not hex text of twice their size
     )
 
 
