@@ -367,6 +367,47 @@ async def test_the_reconciler_counts_expired_and_released_leases(world: World) -
     assert (counts["lease_expired"], counts["lease_released"]) == (4, 3)
 
 
+async def test_a_release_is_an_infrastructure_retry_until_the_limit_is_spent(world: World) -> None:
+    """A worker shutting down gives its run back (counted in infra_retries, after the
+    back-off: none after the first attempt, 1 s after the second); once the limit is
+    spent the run fails with worker_shutdown, an error event and its end."""
+    run_id = await _pending_run(world)
+    first = await world.claim(run_id)
+    async with world.pool.connection() as conn:
+        released = await run_release(
+            conn, run_id, first.lease_token, reason="worker shutting down", infra_limit=1
+        )
+    assert (released.status, released.infra_retries, released.attempt_count) == ("pending", 1, 1)
+    second = await world.claim(run_id)
+    async with world.pool.connection() as conn:
+        failed = await run_release(
+            conn, run_id, second.lease_token, reason="worker shutting down", infra_limit=1
+        )
+    spent = "worker shutting down; no infrastructure retry left (1 used)"
+    assert (failed.status, failed.error_type, failed.error_message) == (
+        "failed",
+        "worker_shutdown",
+        spent,
+    )
+    events = await world.fetch(
+        "SELECT event, payload FROM yuxi.run_events WHERE run_id = %s ORDER BY seq", run_id
+    )
+    assert events[-2] == ("error", {"error_type": "worker_shutdown", "message": spent})
+    assert events[-1][0] == "end"
+    assert await world.fetch(
+        "SELECT outcome, detail FROM yuxi.agent_run_attempts WHERE run_id = %s ORDER BY attempt_no",
+        run_id,
+    ) == [("released", "worker shutting down"), ("failed", None)]
+
+
+async def test_the_retry_back_off_grows_with_the_attempts(world: World) -> None:
+    delays = [
+        await world.value("SELECT extract(epoch FROM yuxi.run_retry_delay(%s))", n)
+        for n in (0, 1, 2, 3, 4, 7, 8, 50)
+    ]
+    assert [float(d) for d in delays] == [0, 0, 1, 2, 4, 30, 30, 30]
+
+
 async def test_a_batch_sent_again_is_stored_once(world: World) -> None:
     run_id = await _pending_run(world)
     claimed = await world.claim(run_id)
