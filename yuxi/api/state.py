@@ -3,6 +3,8 @@ the resource catalog, the file store."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,12 +35,22 @@ class AppState:
     files: FileStore
     _checkpointer: AsyncPostgresSaver | None = field(default=None, init=False)
 
-    @property
-    def checkpointer(self) -> AsyncPostgresSaver:
+    async def checkpointer(self) -> AsyncPostgresSaver:
         """The checkpointer that agent state is read from, built on first use: LangGraph
-        loads with the first state read, not with every API start."""
+        loads with the first state read, not with every API start, and in a thread, so
+        the requests served meanwhile do not wait the half second it takes."""
         if self._checkpointer is None:
+            await asyncio.to_thread(_load_checkpoint_modules)
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
             self._checkpointer = AsyncPostgresSaver(self.saver_pool)
         return self._checkpointer
+
+
+# the checkpointer and what its checkpoints hold besides messages (an interrupt)
+_CHECKPOINT_MODULES = ("langgraph.checkpoint.postgres.aio", "langgraph.types")
+
+
+def _load_checkpoint_modules() -> None:
+    for name in _CHECKPOINT_MODULES:
+        importlib.import_module(name)
