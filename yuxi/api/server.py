@@ -8,6 +8,7 @@ import gc
 from collections.abc import Iterator
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from yuxi.settings import Settings
 
@@ -20,6 +21,37 @@ class _Server(uvicorn.Server):
 
 
 SHUTDOWN_GRACE_SECONDS = 1  # uvicorn takes whole seconds
+# how long a connection without a request in progress is kept open after SIGTERM
+IDLE_CLOSE_SECONDS = 0.3
+
+
+class _DrainingHttp(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 connection, except at shutdown: uvicorn closes a connection
+    with no request in progress at once, and a request on its way then fails — one that
+    a proxy sent the moment its connection was accepted (the proxy cannot know it was
+    never read, so it answers 502 or retries only what is safe to repeat). Here such a
+    connection is kept for ``IDLE_CLOSE_SECONDS``; a request that arrives meanwhile is
+    answered, with ``Connection: close``."""
+
+    _idle_close: asyncio.TimerHandle | None = None
+
+    def shutdown(self) -> None:
+        if self.cycle is None or self.cycle.response_complete:
+            self._idle_close = self.loop.call_later(IDLE_CLOSE_SECONDS, self.transport.close)
+        else:
+            self.cycle.keep_alive = False
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._idle_close is not None and self.cycle and not self.cycle.response_complete:
+            self._idle_close.cancel()
+            self._idle_close = None
+            self.cycle.keep_alive = False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle_close is not None:
+            self._idle_close.cancel()
+        super().connection_lost(exc)
 
 
 class ListenError(RuntimeError):
@@ -45,6 +77,7 @@ async def serve_api(url: str, settings: Settings) -> None:
         log_level="warning",
         lifespan="on",
         access_log=False,
+        http=_DrainingHttp,
         # a request still open this long after SIGTERM is cut (streams end at once)
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
