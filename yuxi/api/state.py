@@ -3,8 +3,6 @@ the resource catalog, the file store."""
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +12,7 @@ from yuxi.api.event_hub import EventHub
 from yuxi.files.store import FileStore
 from yuxi.models.secret_box import SecretBox
 from yuxi.resources import ResourceCatalog
+from yuxi.runtime.import_thread import import_in_background
 from yuxi.settings import Settings
 
 if TYPE_CHECKING:
@@ -37,10 +36,11 @@ class AppState:
 
     async def checkpointer(self) -> AsyncPostgresSaver:
         """The checkpointer that agent state is read from, built on first use: LangGraph
-        loads with the first state read, not with every API start, and in a thread, so
-        the requests served meanwhile do not wait the half second it takes."""
+        loads with the first state read, not with every API start, and in the process's
+        import thread, so the requests served meanwhile do not wait the half second it
+        takes."""
         if self._checkpointer is None:
-            await asyncio.to_thread(_load_checkpoint_modules)
+            await import_in_background(*_CHECKPOINT_MODULES)
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
             self._checkpointer = AsyncPostgresSaver(self.saver_pool)
@@ -49,8 +49,3 @@ class AppState:
 
 # the checkpointer and what its checkpoints hold besides messages (an interrupt)
 _CHECKPOINT_MODULES = ("langgraph.checkpoint.postgres.aio", "langgraph.types")
-
-
-def _load_checkpoint_modules() -> None:
-    for name in _CHECKPOINT_MODULES:
-        importlib.import_module(name)
