@@ -340,6 +340,8 @@ async def test_a_rolling_restart_of_two_apis_loses_nothing(
     assert proxy.skipped > 0
     assert traffic.reconnects > 0 and traffic.resumed > 0, traffic
     assert traffic.plain > 20 and len(traffic.runs) >= STREAMING_CLIENTS * 2, traffic
+    # the worker took jobs before its agent stack had loaded, and said when it had
+    assert "worker: ready to execute runs" in hosts.log("worker")
     for run_id, seen in traffic.runs.items():
         stored = await world.fetch(
             "SELECT seq, event FROM yuxi.run_events WHERE run_id = %s ORDER BY seq", run_id
