@@ -21,7 +21,8 @@ and the benchmark's server key. Three ways the Python bytecode can be, one side 
   install, and ``PYTHONDONTWRITEBYTECODE=1`` on these machines keeps them uncached);
 - ``source``: nothing cached (``PYTHONPYCACHEPREFIX`` on an empty directory and
   ``PYTHONDONTWRITEBYTECODE=1``): every module compiled at every start, as a virtualenv
-  made without ``--compile-bytecode`` on a machine that never writes bytecode.
+  made without ``--compile-bytecode`` on a machine that never writes bytecode (the
+  standard library's modules too, which such a virtualenv would find compiled).
 
 With ``--against REV`` the yuxi of that revision (its ``yuxi/`` and ``sql/`` from ``git
 archive``, ahead of this checkout on ``PYTHONPATH``, in the same virtualenv) is started
