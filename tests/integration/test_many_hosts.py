@@ -10,7 +10,6 @@ import contextlib
 import hashlib
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -21,47 +20,11 @@ import httpx
 import pytest
 
 from tests.integration.conftest import World
+from tests.integration.hosts import Hosts
 from tests.mcp_servers import free_port
-from yuxi.models.secret_box import new_key
 from yuxi.queue.users import token_create
 
 pytestmark = pytest.mark.slow
-
-
-class Hosts:
-    def __init__(self, db_url: str, root: Path, key: str | None = None) -> None:
-        self.db_url = db_url
-        self.root = root
-        self.key = key or new_key()
-        self.processes: dict[str, asyncio.subprocess.Process] = {}
-
-    def home(self, name: str) -> Path:
-        return self.root / name
-
-    async def start(self, name: str, command: str, port: int | None = None) -> None:
-        env = {
-            **os.environ,
-            "YUXI_DATABASE_URL": self.db_url,
-            "YUXI_HOME": str(self.home(name)),
-            "YUXI_SECRET_KEY": self.key,
-            "YUXI_WORKER_CONCURRENCY": "2",
-            "YUXI_MAINTENANCE_SECONDS": "1",
-        }
-        if port is not None:
-            env["YUXI_PORT"] = str(port)
-        with (self.root / f"{name}.log").open("ab") as log:  # the child keeps its own copy
-            self.processes[name] = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "yuxi.cli", command, env=env, stdout=log, stderr=log
-            )
-
-    async def stop(self, name: str) -> None:
-        process = self.processes.pop(name)
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(process.wait(), 60)
-
-    def log(self, name: str) -> str:
-        return (self.root / f"{name}.log").read_text(errors="replace")
 
 
 @contextlib.asynccontextmanager

@@ -21,6 +21,38 @@ class _Server(uvicorn.Server):
 
 
 SHUTDOWN_GRACE_SECONDS = 1  # uvicorn takes whole seconds
+# how long a connection without a request in progress is kept open after SIGTERM
+IDLE_CLOSE_SECONDS = 0.3
+
+
+class _DrainingHttp(OutcomeProtocol):
+    """uvicorn's HTTP/1.1 connection (noting what a request got instead of the
+    application's response: ``OutcomeProtocol``), except at shutdown: uvicorn closes a connection
+    with no request in progress at once, and a request on its way then fails — one that
+    a proxy sent the moment its connection was accepted (the proxy cannot know it was
+    never read, so it answers 502 or retries only what is safe to repeat). Here such a
+    connection is kept for ``IDLE_CLOSE_SECONDS``; a request that arrives meanwhile is
+    answered, with ``Connection: close``."""
+
+    _idle_close: asyncio.TimerHandle | None = None
+
+    def shutdown(self) -> None:
+        if self.cycle is None or self.cycle.response_complete:
+            self._idle_close = self.loop.call_later(IDLE_CLOSE_SECONDS, self.transport.close)
+        else:
+            self.cycle.keep_alive = False
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._idle_close is not None and self.cycle and not self.cycle.response_complete:
+            self._idle_close.cancel()
+            self._idle_close = None
+            self.cycle.keep_alive = False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle_close is not None:
+            self._idle_close.cancel()
+        super().connection_lost(exc)
 
 
 class ListenError(RuntimeError):
@@ -48,8 +80,8 @@ async def serve_api(url: str, settings: Settings) -> None:
         access_log=False,
         # httptools, noting in each request's scope what its connection got instead of
         # the application's response (a client gone: 499; uvicorn's own 400), so that the
-        # access log and the metrics count what was sent
-        http=OutcomeProtocol,
+        # access log and the metrics count what was sent; draining at shutdown
+        http=_DrainingHttp,
         # a request still open this long after SIGTERM is cut (streams end at once)
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )

@@ -12,6 +12,7 @@ from yuxi.api.event_hub import EventHub
 from yuxi.files.store import FileStore
 from yuxi.models.secret_box import SecretBox
 from yuxi.resources import ResourceCatalog
+from yuxi.runtime.import_thread import import_in_background
 from yuxi.settings import Settings
 
 if TYPE_CHECKING:
@@ -33,12 +34,18 @@ class AppState:
     files: FileStore
     _checkpointer: AsyncPostgresSaver | None = field(default=None, init=False)
 
-    @property
-    def checkpointer(self) -> AsyncPostgresSaver:
+    async def checkpointer(self) -> AsyncPostgresSaver:
         """The checkpointer that agent state is read from, built on first use: LangGraph
-        loads with the first state read, not with every API start."""
+        loads with the first state read, not with every API start, and in the process's
+        import thread, so the requests served meanwhile do not wait the half second it
+        takes."""
         if self._checkpointer is None:
+            await import_in_background(*_CHECKPOINT_MODULES)
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
             self._checkpointer = AsyncPostgresSaver(self.saver_pool)
         return self._checkpointer
+
+
+# the checkpointer and what its checkpoints hold besides messages (an interrupt)
+_CHECKPOINT_MODULES = ("langgraph.checkpoint.postgres.aio", "langgraph.types")

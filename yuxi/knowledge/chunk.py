@@ -1,12 +1,11 @@
 """Splitting a document's text into chunks (langchain-text-splitters), with separators
-that also fit Chinese text (。！？；，), and a token estimate per chunk."""
+that also fit Chinese text (。！？；，), and a token estimate per chunk. The splitter
+(LangChain's) is imported with the first split, not with the module."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 CHUNK_CHARS = 800
 OVERLAP_CHARS = 100
@@ -33,6 +32,8 @@ def split_text(
     text: str, *, chunk_chars: int = CHUNK_CHARS, overlap_chars: int = OVERLAP_CHARS
 ) -> list[Chunk]:
     """The chunks of ``text``, in order; whitespace-only pieces are dropped."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
     splitter = RecursiveCharacterTextSplitter(
         chunk_size=chunk_chars,
         chunk_overlap=overlap_chars,

@@ -1,16 +1,16 @@
 """Embeddings through an OpenAI-compatible endpoint (``openai:<model>``: the base URL
 and key of the chat models, YUXI_OPENAI_BASE_URL and YUXI_OPENAI_API_KEY). Vectors are
 normalised to length 1, so cosine similarity is a dot product in SQL. The key never
-leaves this module: an error that mentions it is re-raised with the key masked."""
+leaves this module: an error that mentions it is re-raised with the key masked.
+
+langchain_openai (over a second to import) loads with the first ``Embedder``, not with
+the module: the API imports this module for ``check_embedding_model`` alone."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from typing import Any
-
-from langchain_openai import OpenAIEmbeddings
-from pydantic import SecretStr
 
 from yuxi.agents.models.config import (
     DEFAULT_OPENAI_BASE_URL,
@@ -48,6 +48,9 @@ class Embedder:
     """Embeds texts with one model, ``BATCH`` texts per request."""
 
     def __init__(self, spec: str, settings: ModelSettings | None = None) -> None:
+        from langchain_openai import OpenAIEmbeddings
+        from pydantic import SecretStr
+
         self.spec = check_embedding_model(spec)
         self._settings = settings or ModelSettings.from_env()
         key = self._settings.openai_api_key

@@ -7,13 +7,14 @@ conversation's latest run is `interrupted` — otherwise it is history, not a qu
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.types import Interrupt
 
 from yuxi.queue.statuses import RunStatus
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 STATE_KEYS = ("todos", "files", "artifacts", "subagent_runs")
 INTERRUPT_CHANNEL = "__interrupt__"
@@ -45,6 +46,10 @@ async def read_thread_state(
     agent_state["message_count"] = len(values.get("messages") or [])
     interrupt = None
     if latest_run_status == RunStatus.INTERRUPTED:
+        # loaded already by the checkpointer that read ``saved``; not at import, so the
+        # API starts without LangGraph
+        from langgraph.types import Interrupt
+
         for _task_id, channel, value in saved.pending_writes or []:
             if channel != INTERRUPT_CHANNEL:
                 continue

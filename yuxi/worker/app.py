@@ -32,10 +32,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from procrastinate import App, PsycopgConnector
 from procrastinate.worker import Worker
 from psycopg import AsyncConnection
@@ -57,11 +56,14 @@ from yuxi.queue.maintenance import (
 )
 from yuxi.resources import DatabaseCatalog, ResourceCatalog
 from yuxi.runtime.cancel import CancelWatcher
-from yuxi.runtime.executor import ExecutorSettings, RunExecutor
 from yuxi.scheduling.ticker import tick_until_idle
 from yuxi.settings import Settings
 from yuxi.worker.inflight import InFlightRuns
 from yuxi.worker.metrics import count_reconnect
+from yuxi.worker.stack import RunStack
+
+if TYPE_CHECKING:
+    from yuxi.runtime.executor import RunExecutor
 
 log = logging.getLogger("yuxi.worker")
 
@@ -99,7 +101,8 @@ class WorkerRuntime:
     """What the tasks of one worker process share, across procrastinate's restarts."""
 
     pool: AsyncConnectionPool[Any]
-    executor: RunExecutor
+    # the executor, once what executes runs is loaded (in the background from the start)
+    stack: RunStack
     runs: InFlightRuns
     # every pool the runs use (the queue's and the checkpointer's)
     pools: tuple[AsyncConnectionPool[Any], ...] = ()
@@ -113,10 +116,11 @@ async def open_runtime(
     name: str | None = None,
     catalog: ResourceCatalog | None = None,
 ) -> AsyncIterator[WorkerRuntime]:
-    """Pools, checkpointer and cancel listener for one worker process. ``catalog``
-    replaces the database's resource catalog (for embedding yuxi with other resources).
-    Nothing here needs the database to be up: pools connect in the background and the
-    listener keeps trying."""
+    """Pools, checkpointer and cancel listener for one worker process; the run executor
+    is built once its stack is loaded (``RunStack``). ``catalog`` replaces the
+    database's resource catalog (for embedding yuxi with other resources). Nothing here
+    needs the database to be up: pools connect in the background and the listener
+    keeps trying."""
     pool = app_pool(url, max_size=max(settings.worker_concurrency + 2, settings.pool_max_size))
     saver_pool = checkpointer_pool(url, max_size=max(settings.worker_concurrency, 2))
     watcher = CancelWatcher(url)
@@ -124,22 +128,30 @@ async def open_runtime(
     await saver_pool.open()
     try:
         await watcher.start()
-        executor = RunExecutor(
-            pool,
-            AsyncPostgresSaver(saver_pool),
-            catalog or DatabaseCatalog(pool),
-            watcher,
-            ExecutorSettings(
-                worker_name=name or worker_name(),
-                home=settings.home.resolve(),
-                lease_seconds=settings.lease_seconds,
-                renew_seconds=settings.lease_renew_seconds,
-                infra_retries=settings.infra_retries,
-            ),
-            knowledge=DatabaseKnowledge(pool),
-        )
-        runs = InFlightRuns(executor, settings.worker_concurrency)
-        yield WorkerRuntime(pool, executor, runs, (pool, saver_pool), settings.home.resolve())
+
+        def executor() -> RunExecutor:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+            from yuxi.runtime.executor import ExecutorSettings, RunExecutor
+
+            return RunExecutor(
+                pool,
+                AsyncPostgresSaver(saver_pool),
+                catalog or DatabaseCatalog(pool),
+                watcher,
+                ExecutorSettings(
+                    worker_name=name or worker_name(),
+                    home=settings.home.resolve(),
+                    lease_seconds=settings.lease_seconds,
+                    renew_seconds=settings.lease_renew_seconds,
+                    infra_retries=settings.infra_retries,
+                ),
+                knowledge=DatabaseKnowledge(pool),
+            )
+
+        stack = RunStack(executor)
+        runs = InFlightRuns(stack.executor, settings.worker_concurrency)
+        yield WorkerRuntime(pool, stack, runs, (pool, saver_pool), settings.home.resolve())
     finally:
         await watcher.stop()
         await saver_pool.close()
@@ -157,6 +169,7 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Re
 
     @app.task(name="ingest_document", queue=KNOWLEDGE_QUEUE)
     async def ingest(document_id: str) -> None:
+        await runtime.stack.loaded()  # the text splitter
         # the original is read from the store: any worker, whatever its YUXI_HOME
         document = await ingest_document(
             runtime.pool, PostgresFileStore(runtime.pool), UUID(document_id)

@@ -14,16 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 from uuid import UUID
 
-from yuxi.runtime.executor import RunExecutor
 from yuxi.worker.metrics import timed_run
+
+if TYPE_CHECKING:
+    from yuxi.runtime.executor import RunExecutor
 
 log = logging.getLogger("yuxi.worker")
 
 
 class InFlightRuns:
-    def __init__(self, executor: RunExecutor, slots: int) -> None:
+    """``executor``: the worker's executor once it can be had (``RunStack.executor``)."""
+
+    def __init__(self, executor: Callable[[], Awaitable[RunExecutor]], slots: int) -> None:
         self._executor = executor
         self._slots = asyncio.Semaphore(slots)
         self._tasks: set[asyncio.Task[str | None]] = set()
@@ -57,7 +63,8 @@ class InFlightRuns:
 
     async def _execute(self, run_id: UUID) -> str | None:
         try:
-            status = await timed_run(self._executor.execute(run_id))
+            executor = await self._executor()
+            status = await timed_run(executor.execute(run_id))
         except asyncio.CancelledError:
             raise
         except Exception:

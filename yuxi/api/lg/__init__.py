@@ -1,5 +1,11 @@
 """The LangGraph Platform-compatible API (docs/langgraph.md): the routes the official
-``langgraph_sdk`` client calls, mapped onto yuxi's queue, event log and checkpoints."""
+``langgraph_sdk`` client calls, mapped onto yuxi's queue, event log and checkpoints.
+
+These routes import nothing of LangGraph or LangChain: a LangGraph client sees JSON, and
+only the checkpoints need LangGraph's checkpointer to be read (its deserialiser makes
+LangChain messages and LangGraph interrupts). It is loaded with the first state read
+(``AppState.checkpointer``), so an API starts without it
+(tests/integration/test_api_start.py)."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ async def start_run(
     keys = [item["key"] for item in access.configurable_items(agent)]
     fields = per_run_fields(body.extra, keys)
     if body.checkpoint_id is not None:
-        head = await lg_state.head_id(state.yuxi.checkpointer, str(thread_id))
+        head = await lg_state.head_id(await state.yuxi.checkpointer(), str(thread_id))
         if body.checkpoint_id != head:
             raise Refused(
                 "running from an earlier checkpoint is not supported (no forking); send the"
@@ -124,7 +124,7 @@ async def start_run(
 async def final_values(state: State, row: LgRun) -> dict[str, Any]:
     """What join and wait answer: the thread's values after the run, with its
     interrupt; a failed run's error as ``__error__``."""
-    saved = await lg_state.head(state.yuxi.checkpointer, str(row.thread_id))
+    saved = await lg_state.head(await state.yuxi.checkpointer(), str(row.thread_id))
     values = lg_state.values_of(saved)
     if row.run_status == RunStatus.INTERRUPTED:
         interrupts = lg_state.interrupts_of(saved)

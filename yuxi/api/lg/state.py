@@ -1,28 +1,36 @@
 """A thread's state as LangGraph shows it, read straight from the checkpointer: its
-values (messages as langchain dicts), the pending interrupt, its checkpoints."""
+values (messages as langchain dicts), the pending interrupt, its checkpoints.
+
+LangChain and LangGraph are imported inside the functions that meet their objects: a
+checkpoint comes from the checkpointer, which has loaded them by then (it is built on
+the first state read, yuxi.api.state), so the API starts without them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from langchain_core.messages import BaseMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
-from langgraph.types import Interrupt
 
 from yuxi.api.lg.views import lg_interrupt
 from yuxi.runtime.state import INTERRUPT_CHANNEL
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 _HIDDEN = ("__", "branch:")  # LangGraph's own channels
 
 
 def _plain(value: Any) -> Any:
+    from langchain_core.messages import BaseMessage
+
     if isinstance(value, BaseMessage):
         return value.model_dump()
     return msgspec.to_builtins(value, enc_hook=_fallback)
 
 
 def _fallback(value: Any) -> Any:
+    from langchain_core.messages import BaseMessage
+
     if isinstance(value, BaseMessage):
         return value.model_dump()
     dump = getattr(value, "model_dump", None)
@@ -52,6 +60,8 @@ def values_of(saved: CheckpointTuple | None) -> dict[str, Any]:
 def interrupts_of(saved: CheckpointTuple | None) -> list[dict[str, Any]]:
     if saved is None:
         return []
+    from langgraph.types import Interrupt
+
     found = []
     for _task, channel, value in saved.pending_writes or []:
         if channel != INTERRUPT_CHANNEL:

@@ -35,7 +35,7 @@ async def full_view(state: State, row: LgThread) -> dict[str, Any]:
     """The thread with its values and pending interrupts, read from its checkpoint."""
     if row.agent_slug is None:
         return thread_view(row)
-    saved = await lg_state.head(state.yuxi.checkpointer, str(row.thread_id))
+    saved = await lg_state.head(await state.yuxi.checkpointer(), str(row.thread_id))
     interrupts = {}
     if row.queue_status == "interrupted" and saved is not None:
         found = lg_state.interrupts_of(saved)
@@ -153,7 +153,7 @@ async def thread_state(
     row = await access.thread(conn, user, thread_id)
     saved = None
     if row.agent_slug is not None:
-        saved = await lg_state.head(state.yuxi.checkpointer, str(thread_id))
+        saved = await lg_state.head(await state.yuxi.checkpointer(), str(thread_id))
     return lg_state.state_view(saved, str(thread_id), interrupted=row.queue_status == "interrupted")
 
 
@@ -209,7 +209,7 @@ async def _history(
     if row.agent_slug is None:
         return []
     return await lg_state.history(
-        state.yuxi.checkpointer,
+        await state.yuxi.checkpointer(),
         str(thread_id),
         limit=limit,
         before=None if before is None else str(before),

@@ -154,7 +154,7 @@ class ThreadsController(Controller):
         from yuxi.runtime.state import read_thread_state  # LangGraph: on the first state read
 
         result = await read_thread_state(
-            state.yuxi.checkpointer, str(thread_id), latest_run_status=latest
+            await state.yuxi.checkpointer(), str(thread_id), latest_run_status=latest
         )
         entries, _more = await file_entries(state.yuxi.files, tree)
         files = [msgspec.to_builtins(entry) for entry in entries]
