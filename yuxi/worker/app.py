@@ -168,7 +168,7 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Re
 
     @app.task(name="ingest_document", queue=KNOWLEDGE_QUEUE)
     async def ingest(document_id: str) -> None:
-        await runtime.stack.loaded()  # the text splitter
+        await runtime.stack.loaded()  # the text splitter, not imported here meanwhile
         # the original is read from the store: any worker, whatever its YUXI_HOME
         document = await ingest_document(
             runtime.pool, PostgresFileStore(runtime.pool), UUID(document_id)
@@ -184,6 +184,8 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Re
 
     @app.task(name="discover_mcp_tools", queue=MCP_QUEUE)
     async def discover_mcp_tools(server_id: str) -> None:
+        # the MCP client imports LangChain: not on this thread while the stack loads it
+        await runtime.stack.loaded()
         await discover_server_tools(runtime.pool, runtime.home, UUID(server_id))
 
     @app.periodic(cron=every)
