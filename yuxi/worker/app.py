@@ -270,14 +270,19 @@ async def run_worker(
         with _stop_on_signals(stop, install_signal_handlers):
             deliveries = asyncio.create_task(_deliver(url, runtime, settings, recovery))
             stopped = asyncio.create_task(stop.wait())
+            # a stack that cannot be imported (a broken install) ends the worker, as an
+            # import at start would have, rather than failing every run
+            broken = asyncio.create_task(runtime.stack.failed())
+            tasks: tuple[asyncio.Task[Any], ...] = (deliveries, stopped, broken)
             try:
-                await asyncio.wait({deliveries, stopped}, return_when=asyncio.FIRST_COMPLETED)
-                if deliveries.done():
-                    deliveries.result()
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                for task in (deliveries, broken):
+                    if task.done():
+                        task.result()
             finally:
-                for task in (deliveries, stopped):
+                for task in tasks:
                     task.cancel()
-                await asyncio.gather(deliveries, stopped, return_exceptions=True)
+                await asyncio.gather(*tasks, return_exceptions=True)
                 await runtime.runs.drain(settings.shutdown_grace_seconds)
 
 

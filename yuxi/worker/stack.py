@@ -49,6 +49,11 @@ class RunStack:
         """Returns once the stack is loaded (an import error is raised here)."""
         await asyncio.shield(self._loading)
 
+    async def failed(self) -> None:
+        """Raises the stack's import error; never returns when it loaded."""
+        await self.loaded()
+        await asyncio.Event().wait()
+
     async def executor(self) -> RunExecutor:
         await self.loaded()
         if self._executor is None:
