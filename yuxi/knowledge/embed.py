@@ -20,6 +20,8 @@ from yuxi.agents.models.config import (
 )
 
 BATCH = 64
+# what the first Embedder imports (a serving process may import it in the background)
+EMBEDDING_MODULES = ("langchain_openai", "pydantic")
 _MASK = "[redacted]"
 _NO_KEY = "not-configured"
 

@@ -169,7 +169,7 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Re
 
     @app.task(name="ingest_document", queue=KNOWLEDGE_QUEUE)
     async def ingest(document_id: str) -> None:
-        await runtime.stack.loaded()  # the text splitter
+        await runtime.stack.loaded()  # the text splitter, not imported here meanwhile
         # the original is read from the store: any worker, whatever its YUXI_HOME
         document = await ingest_document(
             runtime.pool, PostgresFileStore(runtime.pool), UUID(document_id)
@@ -185,6 +185,8 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Re
 
     @app.task(name="discover_mcp_tools", queue=MCP_QUEUE)
     async def discover_mcp_tools(server_id: str) -> None:
+        # the MCP client imports LangChain: not on this thread while the stack loads it
+        await runtime.stack.loaded()
         await discover_server_tools(runtime.pool, runtime.home, UUID(server_id))
 
     @app.periodic(cron=every)
@@ -269,14 +271,19 @@ async def run_worker(
         with _stop_on_signals(stop, install_signal_handlers):
             deliveries = asyncio.create_task(_deliver(url, runtime, settings, recovery))
             stopped = asyncio.create_task(stop.wait())
+            # a stack that cannot be imported (a broken install) ends the worker, as an
+            # import at start would have, rather than failing every run
+            broken = asyncio.create_task(runtime.stack.failed())
+            tasks: tuple[asyncio.Task[Any], ...] = (deliveries, stopped, broken)
             try:
-                await asyncio.wait({deliveries, stopped}, return_when=asyncio.FIRST_COMPLETED)
-                if deliveries.done():
-                    deliveries.result()
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                for task in (deliveries, broken):
+                    if task.done():
+                        task.result()
             finally:
-                for task in (deliveries, stopped):
+                for task in tasks:
                     task.cancel()
-                await asyncio.gather(deliveries, stopped, return_exceptions=True)
+                await asyncio.gather(*tasks, return_exceptions=True)
                 await runtime.runs.drain(settings.shutdown_grace_seconds)
 
 

@@ -2,8 +2,10 @@
 model clients, the built-in agents' graph, the text splitter of knowledge ingestion —
 loaded in the background from the worker's start (``import_in_background``), not
 before it registers: about a second and a half of imports. The worker registers and
-answers its maintenance jobs meanwhile; a run or an ingestion delivered before the stack
-is loaded waits for the rest of it, before it claims anything."""
+answers its maintenance jobs meanwhile; a run, an ingestion or an MCP discovery
+delivered before the stack is loaded waits for the rest of it before it claims
+anything (so LangChain is never imported on the event loop's thread while the import
+thread imports it)."""
 
 from __future__ import annotations
 
@@ -46,6 +48,11 @@ class RunStack:
     async def loaded(self) -> None:
         """Returns once the stack is loaded (an import error is raised here)."""
         await asyncio.shield(self._loading)
+
+    async def failed(self) -> None:
+        """Raises the stack's import error; never returns when it loaded."""
+        await self.loaded()
+        await asyncio.Event().wait()
 
     async def executor(self) -> RunExecutor:
         await self.loaded()

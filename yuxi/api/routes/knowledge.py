@@ -17,7 +17,7 @@ from psycopg import AsyncConnection
 from yuxi.api.auth import User
 from yuxi.api.uploads import read_files
 from yuxi.knowledge.documents import commit_documents, remove_document, remove_knowledge_base
-from yuxi.knowledge.embed import check_embedding_model
+from yuxi.knowledge.embed import EMBEDDING_MODULES, check_embedding_model
 from yuxi.knowledge.search import search
 from yuxi.queue.errors import InvalidInput
 from yuxi.queue.knowledge import (
@@ -35,6 +35,7 @@ from yuxi.queue.knowledge import (
     kb_list,
     kb_update,
 )
+from yuxi.runtime.import_thread import import_in_background
 
 Conn = NamedDependency[AsyncConnection[Any]]
 
@@ -163,6 +164,10 @@ class KnowledgeBasesController(Controller):
         data: JSONBody[SearchRequest],
     ) -> SearchResults:
         async with state.yuxi.pool.connection() as conn:
-            await kb_get(conn, user.uid, kb_id)  # 404 before embedding anything
+            kb = await kb_get(conn, user.uid, kb_id)  # 404 before embedding anything
+        if kb.embedding_model is not None:
+            # the embedding client loads off the event loop's thread (about a second,
+            # once per process), not in the middle of every other request
+            await import_in_background(*EMBEDDING_MODULES)
         hits = await search(state.yuxi.pool, user.uid, [kb_id], data.query, k=data.k)
         return SearchResults(hits)
