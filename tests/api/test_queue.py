@@ -22,6 +22,8 @@ RUN_KEYS = {
     "error_message",
     "timing",
     "usage",
+    "attempt_count",
+    "infra_retries",
 }
 
 
@@ -74,6 +76,7 @@ async def test_run_view_result_and_missing_manifest_of_a_pending_run(api: Api) -
     assert run["error_type"] is None and run["error_message"] is None
     assert run["timing"]["created_at"] and run["timing"]["started_at"] is None
     assert run["usage"] is None  # nothing recorded before the run's finish
+    assert (run["attempt_count"], run["infra_retries"]) == (0, 0)
 
     assert await api.result(info["run_id"]) == {
         "status": "pending",
