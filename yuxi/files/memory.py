@@ -80,11 +80,11 @@ class LeasedRunMemory:
     async def edit(self, change: Callable[[str], str], key: str | None = None) -> int:
         async with self._editing:
             for _ in range(_EDIT_ATTEMPTS):
-                async with self.pool.connection() as conn:
-                    if key is not None:
+                if key is not None:
+                    async with self.pool.connection() as conn:
                         done = await run_tool_call_result(conn, self.run, key)
-                        if done is not None:  # an earlier attempt of the run applied it
-                            return int(done)
+                    if done is not None:  # an earlier attempt of the run applied it
+                        return int(done)
                 store, tree = self.workspace.store, self.workspace.tree
                 info = await store.get(tree, MEMORY_FILE)
                 if info is None:
