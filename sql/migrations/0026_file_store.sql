@@ -123,20 +123,18 @@ BEGIN
     SELECT t.id INTO v_id FROM yuxi.file_trees t
     WHERE t.owner_uid = p_owner_uid AND t.kind = p_kind AND t.root = p_root;
     IF FOUND THEN
-        RETURN v_id;  -- the common case, without the subtransaction the insert needs
+        RETURN v_id;
     END IF;
-    BEGIN
-        INSERT INTO yuxi.file_trees (owner_uid, kind, root) VALUES (p_owner_uid, p_kind, p_root)
-        ON CONFLICT (owner_uid, kind, root) DO NOTHING
-        RETURNING id INTO v_id;
-    EXCEPTION WHEN check_violation THEN
-        RAISE EXCEPTION 'no file tree % at %', p_kind, p_root USING ERRCODE = 'YV001', HINT = 'invalid_input';
-    END;
+    INSERT INTO yuxi.file_trees (owner_uid, kind, root) VALUES (p_owner_uid, p_kind, p_root)
+    ON CONFLICT (owner_uid, kind, root) DO NOTHING
+    RETURNING id INTO v_id;
     IF v_id IS NULL THEN  -- another transaction made it first
         SELECT t.id INTO v_id FROM yuxi.file_trees t
         WHERE t.owner_uid = p_owner_uid AND t.kind = p_kind AND t.root = p_root;
     END IF;
     RETURN v_id;
+EXCEPTION WHEN check_violation THEN
+    RAISE EXCEPTION 'no file tree % at %', p_kind, p_root USING ERRCODE = 'YV001', HINT = 'invalid_input';
 END;
 $$;
 COMMENT ON FUNCTION yuxi.file_tree(uuid, text, text) IS

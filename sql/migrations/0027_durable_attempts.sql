@@ -378,3 +378,34 @@ BEGIN
     RETURN NEW;
 END;
 $$;
+
+-- A lookup of an existing tree (two per claim) opens no subtransaction: only the insert
+-- of a new one needs the exception block.
+-- The tree of the owner's kind and root, created when missing (it holds nothing yet).
+CREATE OR REPLACE FUNCTION yuxi.file_tree(p_owner_uid uuid, p_kind text, p_root text DEFAULT '')
+RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    SELECT t.id INTO v_id FROM yuxi.file_trees t
+    WHERE t.owner_uid = p_owner_uid AND t.kind = p_kind AND t.root = p_root;
+    IF FOUND THEN
+        RETURN v_id;  -- the common case, without the subtransaction the insert needs
+    END IF;
+    BEGIN
+        INSERT INTO yuxi.file_trees (owner_uid, kind, root) VALUES (p_owner_uid, p_kind, p_root)
+        ON CONFLICT (owner_uid, kind, root) DO NOTHING
+        RETURNING id INTO v_id;
+    EXCEPTION WHEN check_violation THEN
+        RAISE EXCEPTION 'no file tree % at %', p_kind, p_root USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END;
+    IF v_id IS NULL THEN  -- another transaction made it first
+        SELECT t.id INTO v_id FROM yuxi.file_trees t
+        WHERE t.owner_uid = p_owner_uid AND t.kind = p_kind AND t.root = p_root;
+    END IF;
+    RETURN v_id;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.file_tree(uuid, text, text) IS
+    'The id of the user''s tree of a kind (workspace, workdir, knowledge_base) at a root, created when missing. Raises invalid_input (YV001)';
