@@ -7,9 +7,6 @@ the agent's own failure, retried only within max_run_attempts."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import sys
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -19,6 +16,7 @@ import psycopg
 from tests.integration.conftest import World
 from tests.integration.test_worker import saver
 from tests.integration.worker_harness import (
+    WorkerProcess,
     backend_waiting,
     running_worker,
     terminate_backends,
@@ -72,29 +70,15 @@ async def test_a_killed_workers_run_resumes_after_its_tool_call_without_repeatin
     query = '/tool memory_append {"text": "- has a cat"}'
     info = await world.submit(thread, query)
     assert info.run_id is not None
-    env = {
-        **os.environ,
-        "YUXI_DATABASE_URL": db_url,
-        "YUXI_HOME": str(tmp_path / "doomed"),
-        "YUXI_LEASE_SECONDS": "2",
-        "YUXI_LEASE_RENEW_SECONDS": "0.5",
-    }
-    doomed = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "yuxi.cli",
-        "worker",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    doomed = WorkerProcess(db_url, tmp_path / "doomed", YUXI_LEASE_SECONDS="2")
+    await doomed.start()
     try:
         stalled = await backend_waiting(db_url, "wait_event = 'PgSleep'", within=60)
-        doomed.send_signal(signal.SIGKILL)
-        await asyncio.wait_for(doomed.wait(), 10)
+        doomed.kill()
+        assert doomed.process is not None
+        await asyncio.wait_for(doomed.process.wait(), 10)
     finally:
-        if doomed.returncode is None:
-            doomed.kill()
+        await doomed.stop()
     assert await terminate_backends(db_url, f"pid = {stalled}") == 1
 
     async with running_worker(db_url, tmp_path / "survivor"):
