@@ -297,3 +297,41 @@ async def test_concurrent_supersedes_leave_one_run_per_message(sdk: Clients, wor
         await sdk.alice.runs.join(tid, run["run_id"])
     statuses = sorted(r["status"] for r in await sdk.alice.runs.list(tid))
     assert statuses == ["interrupted", "success", "success"]
+
+
+async def test_stateless_runs_on_threads_of_their_own(sdk: Clients, api: Api, worker: None) -> None:
+    """RemoteGraph without a thread_id, runs.wait/stream/create with None: each runs on
+    a new thread, deleted once it ended unless on_completion is keep."""
+    remote = RemoteGraph("chatbot", client=sdk.alice)
+    answered = await remote.ainvoke(said("no thread"))
+    assert answered["messages"][-1]["content"] == "echo: no thread"
+    parts = [p async for p in sdk.alice.runs.stream(None, "chatbot", input=said("streamed"))]
+    values = [p.data for p in parts if p.event == "values"][-1]
+    assert last_text(values) == "echo: streamed"
+    async with lg(api) as client:
+        waited = await client.post(
+            "/runs/wait", json={"assistant_id": "chatbot", "input": said("w")}
+        )
+        assert waited.status_code == 200 and last_text(waited.json()) == "echo: w"
+        tid = waited.headers["content-location"].split("/")[2]
+        assert (await client.get(f"/threads/{tid}")).status_code == 404  # deleted at its end
+        kept = await client.post(
+            "/runs/wait",
+            json={"assistant_id": "chatbot", "input": said("k"), "on_completion": "keep"},
+        )
+        kept_tid = kept.headers["content-location"].split("/")[2]
+        assert (await client.get(f"/threads/{kept_tid}")).status_code == 200
+        bad = await client.post(
+            "/runs", json={"assistant_id": "chatbot", "input": said("x"), "on_completion": "later"}
+        )
+        assert bad.status_code == 400
+    run = await sdk.alice.runs.create(None, "chatbot", input=said("background"))
+    await sdk.alice.runs.join(run["thread_id"], run["run_id"])
+    # a background run's thread is left to the workers' maintenance sweep
+    swept = await api.sql("SELECT yuxi.lg_temporary_sweep()")
+    assert swept[0][0] >= 1
+    with pytest.raises(httpx.HTTPStatusError):
+        await sdk.alice.threads.get(run["thread_id"])
+    assert await api.sql(
+        "SELECT count(*) FROM yuxi.lg_threads WHERE temporary AND NOT deleted"
+    ) == [(0,)]

@@ -262,11 +262,6 @@ async def test_refused_features_are_422(sdk: Clients, body: dict[str, Any]) -> N
     assert await sdk.alice.runs.list(thread["thread_id"]) == []
 
 
-async def test_stateless_runs_are_422(sdk: Clients) -> None:
-    with pytest.raises(UnprocessableEntityError):
-        await sdk.alice.runs.create(None, "chatbot", input=said("hi"))
-
-
 async def test_another_users_thread_is_not_found_on_every_route(sdk: Clients, worker: None) -> None:
     thread = await sdk.alice.threads.create()
     tid = thread["thread_id"]

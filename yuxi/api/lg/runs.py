@@ -5,7 +5,8 @@ so a queued run already has it; its status follows the dispatched run."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from typing import Annotated, Any
 from uuid import UUID, uuid4
 
@@ -32,7 +33,9 @@ from yuxi.queue.lg import (
     lg_run_submit,
     lg_thread_bind,
     lg_thread_create,
+    lg_thread_delete,
     lg_thread_runs,
+    lg_thread_set_temporary,
 )
 from yuxi.queue.requests import request_cancel
 from yuxi.queue.runs import run_request_cancel, run_resume
@@ -216,7 +219,13 @@ async def wait_new_run(
     return _waited(state, user, row)
 
 
-def _waited(state: State, user: User, row: LgRun) -> Stream:
+def _waited(
+    state: State,
+    user: User,
+    row: LgRun,
+    *,
+    then: Callable[[State, User, LgRun], Awaitable[None]] | None = None,
+) -> Stream:
     """The thread's values once the run ended, as LangGraph's server sends them: the
     headers at once, a newline every heartbeat while the run goes on (JSON ignores
     leading whitespace; a proxy's idle timeout does not cut the wait), then the
@@ -232,7 +241,10 @@ def _waited(state: State, user: User, row: LgRun) -> Stream:
                 yield b"\n"
             else:
                 last = seen
-        yield json.dumps(await final_values(state, last), default=str).encode()
+        values = await final_values(state, last)
+        if then is not None:
+            await then(state, user, row)
+        yield json.dumps(values, default=str).encode()
 
     return Stream(
         content=body(),
@@ -362,19 +374,81 @@ async def cancel_run(
     )
 
 
-_STATELESS = "stateless runs (without a thread) are not supported: create a thread, then run on it"
+async def _stateless(state: State, user: User, data: dict[str, Any]) -> tuple[LgRun, RunBody, bool]:
+    """A run without a thread: on a new thread of its own, bound to the assistant;
+    with ``on_completion`` "delete" (the default) the thread is deleted once the run
+    ended (here at the end of a stream or a wait, else by the workers' maintenance)."""
+    on_completion = data.get("on_completion") or "delete"
+    if on_completion not in ("delete", "keep"):
+        raise InvalidInput("on_completion must be delete or keep")
+    body = parse_run(data)  # 400 and 422 before a thread exists
+    thread_id = uuid4()
+    async with state.yuxi.pool.connection() as conn:
+        async with conn.transaction():
+            await lg_thread_create(
+                conn,
+                user.uid,
+                thread_id=thread_id,
+                metadata={},
+                agent_slug=body.assistant_id,
+                if_exists="raise",
+            )
+            if on_completion == "delete":
+                await lg_thread_set_temporary(conn, user.uid, thread_id)
+        try:
+            row, body = await start_run(state, conn, user, thread_id, data)
+        except BaseException:
+            if on_completion == "delete":
+                await lg_thread_delete(conn, user.uid, thread_id)
+            raise
+    return row, body, on_completion == "delete"
 
 
-@post("/runs", status_code=422, summary="Refused: stateless runs", tags=["langgraph"])
-async def stateless_run(user: NamedDependency[User], data: JSONBody[dict[str, Any]]) -> None:
-    raise Refused(_STATELESS)
+async def _removed(state: State, user: User, row: LgRun) -> None:
+    async with state.yuxi.pool.connection() as conn:
+        await lg_thread_delete(conn, user.uid, row.thread_id)
 
 
-@post("/runs/stream", status_code=422, summary="Refused: stateless runs", tags=["langgraph"])
-async def stateless_stream(user: NamedDependency[User], data: JSONBody[dict[str, Any]]) -> None:
-    raise Refused(_STATELESS)
+@post("/runs", status_code=200, summary="Create a stateless background run", tags=["langgraph"])
+async def stateless_run(
+    state: State, user: NamedDependency[User], data: JSONBody[dict[str, Any]]
+) -> Response[dict[str, Any]]:
+    row, _body, _temporary = await _stateless(state, user, data)
+    return Response(run_view(row), headers={"Content-Location": _location(row)})
 
 
-@post("/runs/wait", status_code=422, summary="Refused: stateless runs", tags=["langgraph"])
-async def stateless_wait(user: NamedDependency[User], data: JSONBody[dict[str, Any]]) -> None:
-    raise Refused(_STATELESS)
+@post(
+    "/runs/stream",
+    status_code=200,
+    summary="Create a stateless run and stream it",
+    tags=["langgraph"],
+)
+async def stateless_stream(
+    state: State, user: NamedDependency[User], data: JSONBody[dict[str, Any]]
+) -> Stream:
+    row, body, temporary = await _stateless(state, user, data)
+    parts = follow.stream_run(
+        state.yuxi, user.uid, row.thread_id, row.request_id, body.stream_modes, 0, row
+    )
+
+    async def content() -> AsyncIterator[bytes]:
+        async with aclosing(parts):
+            async for part in parts:
+                yield part
+        if temporary:  # streamed to its end (a client gone leaves it to maintenance)
+            await _removed(state, user, row)
+
+    return _stream(row, content())
+
+
+@post(
+    "/runs/wait",
+    status_code=200,
+    summary="Create a stateless run and wait for its end; answers its values",
+    tags=["langgraph"],
+)
+async def stateless_wait(
+    state: State, user: NamedDependency[User], data: JSONBody[dict[str, Any]]
+) -> Stream:
+    row, _body, temporary = await _stateless(state, user, data)
+    return _waited(state, user, row, then=_removed if temporary else None)
