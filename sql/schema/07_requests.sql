@@ -180,7 +180,8 @@ COMMENT ON FUNCTION yuxi.request_submit(uuid, uuid, text, text, text, text, text
 -- serves it at once.
 CREATE FUNCTION yuxi.request_submit_locked(
     p_conv yuxi.conversations, p_request_id text, p_query text, p_queue_policy text,
-    p_model_spec text, p_tool_approval_mode text, p_source text
+    p_model_spec text, p_tool_approval_mode text, p_source text,
+    p_configurable jsonb DEFAULT NULL
 ) RETURNS yuxi.request_info
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -216,6 +217,10 @@ BEGIN
     END IF;
 
     v_input := yuxi.request_input(p_conv, p_model_spec, p_tool_approval_mode);
+    IF p_configurable IS NOT NULL AND p_configurable <> '{}' THEN
+        -- a LangGraph client's own config.configurable keys, for the graph's config
+        v_input := v_input || jsonb_build_object('configurable', p_configurable);
+    END IF;
 
     -- An idle thread with nothing queued dispatches this request at once: it is the head.
     -- Its rows are written dispatched from the start, each once.
@@ -267,8 +272,8 @@ BEGIN
                v_msg_id, v_run_id, v_created_at)::yuxi.request_info;
 END;
 $$;
-COMMENT ON FUNCTION yuxi.request_submit_locked(yuxi.conversations, text, text, text, text, text, text) IS
-    'Internal: the locked core of yuxi.request_submit (p_conv locked, p_request_id new). Raises request_id_conflict (YQ001), run_interrupted (YQ002), steer_already_pending (YQ007), run_not_steerable (YQ008)';
+COMMENT ON FUNCTION yuxi.request_submit_locked(yuxi.conversations, text, text, text, text, text, text, jsonb) IS
+    'Internal: the locked core of yuxi.request_submit (p_conv locked, p_request_id new); p_configurable: keys for the graph''s config.configurable, kept in the input payload. Raises request_id_conflict (YQ001), run_interrupted (YQ002), steer_already_pending (YQ007), run_not_steerable (YQ008)';
 
 -- Upgrades a queued enqueue request to steer: same identity, runs next.
 CREATE FUNCTION yuxi.request_steer(p_request_id text, p_uid uuid DEFAULT NULL) RETURNS yuxi.request_info

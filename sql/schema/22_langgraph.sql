@@ -193,7 +193,8 @@ COMMENT ON FUNCTION yuxi.lg_thread_delete(uuid, uuid) IS
 CREATE FUNCTION yuxi.lg_run_submit(
     p_uid uuid, p_thread_id uuid, p_query text, p_request_id text, p_strategy text,
     p_model_spec text DEFAULT NULL, p_tool_approval_mode text DEFAULT NULL,
-    p_metadata jsonb DEFAULT '{}', p_stream_modes text[] DEFAULT '{}'
+    p_metadata jsonb DEFAULT '{}', p_stream_modes text[] DEFAULT '{}',
+    p_configurable jsonb DEFAULT '{}'
 ) RETURNS yuxi.request_info
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -243,21 +244,21 @@ BEGIN
         UPDATE yuxi.agent_run_requests SET status = 'cancelled', updated_at = clock_timestamp()
         WHERE thread_id = p_thread_id AND status = 'queued' AND queue_policy = 'steer';
         v_info := yuxi.request_submit_locked(v_conv, p_request_id, p_query, 'steer', p_model_spec,
-                                             p_tool_approval_mode, 'api');
+                                             p_tool_approval_mode, 'api', p_configurable);
         INSERT INTO yuxi.lg_interrupts (run_id, request_id) VALUES (v_last.run_id, p_request_id)
         ON CONFLICT (run_id) DO UPDATE SET request_id = excluded.request_id;
         PERFORM yuxi.run_request_cancel(v_last.run_id, NULL);
     ELSE
         v_info := yuxi.request_submit_locked(v_conv, p_request_id, p_query, 'enqueue', p_model_spec,
-                                             p_tool_approval_mode, 'api');
+                                             p_tool_approval_mode, 'api', p_configurable);
     END IF;
     INSERT INTO yuxi.lg_runs (request_id, metadata, multitask_strategy, stream_modes)
     VALUES (p_request_id, coalesce(p_metadata, '{}'), p_strategy, coalesce(p_stream_modes, '{}'));
     RETURN yuxi.request_view(p_request_id);
 END;
 $$;
-COMMENT ON FUNCTION yuxi.lg_run_submit(uuid, uuid, text, text, text, text, text, jsonb, text[]) IS
-    'LangGraph API: submits a run with a multitask strategy (enqueue, reject, interrupt), continuing a paused backlog first. Raises invalid_input (YV001), not_found (YN001), request_id_conflict (YQ001), run_interrupted (YQ002), run_busy (YQ003)';
+COMMENT ON FUNCTION yuxi.lg_run_submit(uuid, uuid, text, text, text, text, text, jsonb, text[], jsonb) IS
+    'LangGraph API: submits a run with a multitask strategy (enqueue, reject, interrupt), continuing a paused backlog first; p_configurable: the client''s own config.configurable keys, for the graph. Raises invalid_input (YV001), not_found (YN001), request_id_conflict (YQ001), run_interrupted (YQ002), run_busy (YQ003)';
 
 -- Records a LangGraph run's metadata for a request made another way (a resume).
 CREATE FUNCTION yuxi.lg_run_record(

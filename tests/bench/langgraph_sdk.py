@@ -11,6 +11,9 @@ a fresh database. The workloads, each through every side:
   floor: one ``ainvoke`` on a new thread id);
 - **concurrent**: --runs runs over --threads threads, --in-flight at once, one at a time
   per thread (threads created beforehand, not timed);
+- **stateless**: --sequential runs without a thread (SDK: ``runs.wait(None, …)``, on a
+  thread of its own that is deleted at its end), against the native and the floor's
+  sequential workload again;
 - **enqueued**: --enqueued runs submitted at once on one thread, then each waited for
   (floor: the same number of ``ainvoke`` one after the other on one thread).
 
@@ -114,6 +117,12 @@ class Sdk:
     async def run(self, thread: str) -> None:
         await self.wait(thread, await self.submit(thread))
 
+    async def stateless(self) -> None:
+        """A run without a thread: on a thread of its own, deleted at its end."""
+        values = await self.client.runs.wait(None, "chatbot", input=SAID)
+        if values["messages"][-1]["content"] != REPLY:
+            raise RuntimeError(f"stateless run replied {values}")
+
     async def aclose(self) -> None:
         await self.client.aclose()
 
@@ -145,6 +154,16 @@ async def sides_for(
     seconds["sdk"]["sequential"] = await timed(seq_sdk)
     seconds["native"]["sequential"] = await timed(seq_native)
     seconds["floor"]["sequential"] = await timed(seq_floor)
+
+    log("stateless")
+
+    async def stateless_sdk() -> None:
+        for _ in range(args.sequential):
+            await sdk.stateless()
+
+    seconds["sdk"]["stateless"] = await timed(stateless_sdk)
+    seconds["native"]["stateless"] = await timed(seq_native)
+    seconds["floor"]["stateless"] = await timed(seq_floor)
 
     log("concurrent")
     sdk_threads = [UUID(await sdk.thread()) for _ in range(args.threads)]
@@ -198,7 +217,12 @@ async def sides_for(
 async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
     _uid, token = seed_api_owner(database.url)
     agent = load_agent(None)
-    counts = {"sequential": args.sequential, "concurrent": args.runs, "enqueued": args.enqueued}
+    counts = {
+        "sequential": args.sequential,
+        "stateless": args.sequential,
+        "concurrent": args.runs,
+        "enqueued": args.enqueued,
+    }
     with (
         tempfile.TemporaryDirectory(prefix="yuxi-bench-floor-") as workdir,
         api_process(database.url, command="up") as process,

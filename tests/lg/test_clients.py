@@ -14,8 +14,12 @@ import httpx
 import pytest
 from langgraph.pregel.remote import RemoteGraph
 from langgraph.types import Command
+from langgraph_sdk.errors import UnprocessableEntityError
 
 from tests.lg.conftest import Api, Clients
+from yuxi.agents.base import BaseAgent
+from yuxi.agents.context import BaseContext
+from yuxi.agents.registry import register_backend, unregister_backend
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -335,3 +339,62 @@ async def test_stateless_runs_on_threads_of_their_own(sdk: Clients, api: Api, wo
     assert await api.sql(
         "SELECT count(*) FROM yuxi.lg_threads WHERE temporary AND NOT deleted"
     ) == [(0,)]
+
+
+class ConfigurableProbe(BaseAgent):
+    """Answers with what the graph's config["configurable"] holds of a client's keys."""
+
+    backend_id = "lg_configurable_probe"
+
+    async def get_graph(self, context: BaseContext, *, checkpointer: Any = None) -> Any:
+        from langchain_core.messages import AIMessage
+        from langchain_core.runnables import RunnableConfig
+        from langgraph.graph import START, MessagesState, StateGraph
+
+        def answer(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+            configurable = config["configurable"]
+            seen = {k: configurable.get(k) for k in ("tenant", "user_id")}
+            return {"messages": [AIMessage(f"saw {seen}")]}
+
+        graph = StateGraph(MessagesState)
+        graph.add_node("answer", answer)
+        graph.add_edge(START, "answer")
+        return graph.compile(checkpointer=checkpointer)
+
+
+async def test_a_clients_own_configurable_keys_reach_the_graph(
+    sdk: Clients, api: Api, worker: None
+) -> None:
+    register_backend(ConfigurableProbe)
+    try:
+        created = await api.admin.post(
+            "/api/agents",
+            json={"slug": "probe", "name": "Probe", "backend_id": ConfigurableProbe.backend_id},
+        )
+        assert created.status_code == 201, created.text
+        thread = await sdk.alice.threads.create()
+        tid = thread["thread_id"]
+        own = {"tenant": "acme", "user_id": "u-1", "thread_id": "ignored"}
+        values = await sdk.alice.runs.wait(
+            tid, "probe", input=said("hi"), config={"configurable": own}
+        )
+        assert last_text(values) == "saw {'tenant': 'acme', 'user_id': 'u-1'}"
+        ((payload, digest),) = await api.sql(
+            "SELECT r.input_payload -> 'configurable', r.manifest ->> 'config_digest'"
+            " FROM yuxi.agent_runs r WHERE r.thread_id = %s",
+            tid,
+        )
+        assert payload == {"tenant": "acme", "user_id": "u-1"}  # LangGraph's own keys left out
+        values = await sdk.alice.runs.wait(tid, "probe", input=said("again"))
+        assert last_text(values) == "saw {'tenant': None, 'user_id': None}"
+        digests = await api.sql(
+            "SELECT DISTINCT manifest ->> 'config_digest' FROM yuxi.agent_runs"
+            " WHERE thread_id = %s",
+            tid,
+        )
+        assert len(digests) == 2 and (digest,) in digests
+        # the same key as a context field is still refused: Context fields are declared
+        with pytest.raises(UnprocessableEntityError):
+            await sdk.alice.runs.create(tid, "probe", input=said("x"), context={"tenant": "acme"})
+    finally:
+        unregister_backend(ConfigurableProbe.backend_id)

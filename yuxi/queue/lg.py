@@ -141,15 +141,18 @@ async def lg_run_submit(
     tool_approval_mode: str | None,
     metadata: dict[str, Any],
     stream_modes: Sequence[str],
+    configurable: dict[str, Any] | None = None,
 ) -> RequestInfo:
-    """Submits a run with a multitask strategy (enqueue, reject, interrupt)."""
+    """Submits a run with a multitask strategy (enqueue, reject, interrupt);
+    ``configurable``: the client's own keys for the graph's config."""
     return await call_one(
         conn,
         RequestInfo,
         "yuxi.lg_run_submit(p_uid => %(uid)s, p_thread_id => %(thread_id)s,"
         " p_query => %(query)s, p_request_id => %(request_id)s, p_strategy => %(strategy)s,"
         " p_model_spec => %(model_spec)s, p_tool_approval_mode => %(mode)s,"
-        " p_metadata => %(metadata)s::jsonb, p_stream_modes => %(modes)s)",
+        " p_metadata => %(metadata)s::jsonb, p_stream_modes => %(modes)s,"
+        " p_configurable => %(configurable)s::jsonb)",
         {
             "uid": uid,
             "thread_id": thread_id,
@@ -160,6 +163,7 @@ async def lg_run_submit(
             "mode": tool_approval_mode,
             "metadata": encode_json(metadata),
             "modes": list(stream_modes),
+            "configurable": encode_json(configurable or {}),
         },
     )
 

@@ -478,8 +478,10 @@ class RunExecutor:
         produced is not produced again, and what of it the run's events miss (written
         after their last batch) is sent first; a graph that already ended is not
         streamed at all."""
+        # a LangGraph client's own config.configurable keys (never Context fields)
+        passed = claim.input.payload.get("configurable") or {}
         config: RunnableConfig = {
-            "configurable": {"thread_id": _checkpoint_thread(claim)},
+            "configurable": {**passed, "thread_id": _checkpoint_thread(claim)},
             "metadata": {RUN_KEY: str(claim.run.run_id)},
             "recursion_limit": max(context.max_execution_steps, 1) * 2 + 1,
         }

@@ -28,6 +28,16 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _digested(configurable: dict[str, Any], context: Any, claim: RunClaim) -> dict[str, Any]:
+    """What the config digest covers: the agent's settings, the workspace prompt, and a
+    LangGraph client's own config.configurable keys when it sent any."""
+    material = {"configurable": configurable, "workspace_prompt": context.workspace_prompt}
+    passed = claim.input.payload.get("configurable")
+    if passed:
+        material["client_configurable"] = passed
+    return material
+
+
 def build_manifest(prepared: PreparedContext, claim: RunClaim) -> dict[str, Any]:
     context = prepared.context
     configurable = context.configurable_values()
@@ -48,11 +58,7 @@ def build_manifest(prepared: PreparedContext, claim: RunClaim) -> dict[str, Any]
         # changed between two attempts gives another manifest (manifest_conflict)
         "model_snapshot": _snapshot(context.registered_model),
         "tool_approval_mode": context.tool_approval_mode,
-        "config_digest": sha256_hex(
-            canonical_json(
-                {"configurable": configurable, "workspace_prompt": context.workspace_prompt}
-            )
-        ),
+        "config_digest": sha256_hex(canonical_json(_digested(configurable, context, claim))),
         "resources": resources,
         # ids and names of the knowledge bases the run may search, never their content;
         # the MCP servers the run connects to and their versions, never headers or env

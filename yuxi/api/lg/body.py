@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ _RESERVED = ("thread_id", "checkpoint_id", "checkpoint_ns", "run_id", "assistant
 # the agent's configurable items a run may set, and the request field each becomes
 _PER_RUN = {"model": "model_spec", "tool_approval_mode": "tool_approval_mode"}
 _DECISIONS = ("approve", "reject")
+_MAX_CONFIGURABLE_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class RunBody:
     checkpoint_id: str | None
     if_not_exists: str
     extra: dict[str, Any] = field(default_factory=dict)
+    open_keys: set[str] = field(default_factory=set)
 
 
 def stream_modes(value: Any, default: Sequence[str] = ("values",)) -> list[str]:
@@ -85,6 +88,7 @@ def parse_run(body: dict[str, Any], configurable_keys: Sequence[str] | None = No
     if if_not_exists not in ("reject", "create"):
         raise InvalidInput("if_not_exists must be reject or create")
     given = _input_of(body)
+    extra, open_keys = settings_of(body)
     return RunBody(
         assistant_id=assistant,
         query=given.query,
@@ -98,7 +102,8 @@ def parse_run(body: dict[str, Any], configurable_keys: Sequence[str] | None = No
         tool_approval_mode=None,
         checkpoint_id=_checkpoint_id(body),
         if_not_exists=if_not_exists,
-        extra=settings_of(body),
+        extra=extra,
+        open_keys=open_keys,
     )
 
 
@@ -309,8 +314,10 @@ def _block(block: dict[str, Any]) -> Block:
     return Block(kind, data, str(mime or "application/octet-stream"), name and str(name))
 
 
-def settings_of(body: dict[str, Any]) -> dict[str, Any]:
-    """``config.configurable`` and ``context`` together, LangGraph's own keys left out."""
+def settings_of(body: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """``config.configurable`` and ``context`` together, LangGraph's own keys left out;
+    and the keys that came from ``config.configurable`` alone (open: LangGraph lets a
+    program put its own keys there)."""
     config = body.get("config") or {}
     if not isinstance(config, dict):
         raise InvalidInput("config must be an object")
@@ -319,23 +326,34 @@ def settings_of(body: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(configurable, dict) or not isinstance(context, dict):
         raise InvalidInput("config.configurable and context must be objects")
     merged = {**configurable, **context}
-    return {
+    settings = {
         key: value
         for key, value in merged.items()
         if key not in _RESERVED and not key.startswith(("__", "langgraph_"))
     }
+    return settings, set(settings) - set(context)
 
 
-def per_run_fields(settings: dict[str, Any], configurable_keys: Sequence[str]) -> dict[str, Any]:
-    """The request fields the settings set: keys outside the agent's configurable items
-    are unknown (422); of these, only the model and the approval mode are per run."""
+def per_run_fields(
+    settings: dict[str, Any],
+    configurable_keys: Sequence[str],
+    open_keys: Set[str] = frozenset(),
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The request fields the settings set, and the open ``config.configurable`` keys
+    for the graph's config. Of the agent's configurable items only the model and the
+    approval mode are per run (the others are 422); an unknown key is 422 in
+    ``context`` and passes through from ``config.configurable`` (``open_keys``)."""
     fields: dict[str, Any] = {}
+    passed: dict[str, Any] = {}
     known = set(configurable_keys) | set(_PER_RUN)
     for key, value in settings.items():
         if key not in known:
+            if key in open_keys:
+                passed[key] = value
+                continue
             raise Refused(
-                f"unknown configurable key {key!r}; the agent's items are:"
-                f" {', '.join(sorted(known))}"
+                f"unknown context key {key!r}; the agent's items are:"
+                f" {', '.join(sorted(known))} (a program's own keys go in config.configurable)"
             )
         if key not in _PER_RUN:
             raise Refused(
@@ -344,4 +362,8 @@ def per_run_fields(settings: dict[str, Any], configurable_keys: Sequence[str]) -
         if value is not None and not isinstance(value, str):
             raise InvalidInput(f"{key} must be a string")
         fields[_PER_RUN[key]] = value or None
-    return fields
+    if len(json.dumps(passed, default=str)) > _MAX_CONFIGURABLE_BYTES:
+        raise InvalidInput(
+            f"config.configurable's own keys take at most {_MAX_CONFIGURABLE_BYTES} bytes of JSON"
+        )
+    return fields, passed

@@ -78,7 +78,11 @@ async def create_cron(
     )
     agent = await access.assistant(conn, user, body.assistant_id)
     keys = [item["key"] for item in access.configurable_items(agent)]
-    fields = per_run_fields(body.extra, keys)
+    fields, passed = per_run_fields(body.extra, keys, body.open_keys)
+    if passed:
+        raise Refused(
+            f"a cron keeps no config.configurable keys of its own ({', '.join(sorted(passed))})"
+        )
     if fields.get("model_spec"):
         raise Refused("a cron runs the agent's own model; model cannot be set per cron")
     timezone = data.get("timezone") or "UTC"

@@ -60,7 +60,7 @@ async def start_run(
     body = parse_run(data)
     agent = await access.assistant(conn, user, body.assistant_id)
     keys = [item["key"] for item in access.configurable_items(agent)]
-    fields = per_run_fields(body.extra, keys)
+    fields, passed = per_run_fields(body.extra, keys, body.open_keys)
     if body.checkpoint_id is not None:
         head = await lg_state.head_id(await state.yuxi.checkpointer(), str(thread_id))
         if body.checkpoint_id != head:
@@ -116,6 +116,7 @@ async def start_run(
                     tool_approval_mode=fields.get("tool_approval_mode"),
                     metadata=body.metadata,
                     stream_modes=body.stream_modes,
+                    configurable=passed,
                 )
                 if added and info.message_id is not None:
                     ids = [row.id for row in added]
