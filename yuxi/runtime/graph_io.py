@@ -116,13 +116,22 @@ def resume_value(value: Any, pending: tuple[Interrupt, ...] | list[Interrupt]) -
 
     def answer(interrupt: Interrupt) -> Any:
         request = interrupt.value
+        decisions = value.get("decisions") if isinstance(value, dict) else None
         if isinstance(request, dict) and "action_requests" in request and isinstance(value, dict):
-            if "decisions" in value:
-                return value
+            wanted = len(request["action_requests"])
+            if isinstance(decisions, list) and decisions:
+                # one decision for several calls answers each (a UI that shows one);
+                # respond (a LangGraph UI's reply) is a rejection the model reads
+                given = [_approval(d) for d in decisions]
+                return {"decisions": given if len(given) == wanted else given[:1] * wanted}
             decision: dict[str, Any] = {"type": value.get("decision", "reject")}
             if decision["type"] == "reject" and value.get("message"):
                 decision["message"] = str(value["message"])
             return {"decisions": [decision for _ in request["action_requests"]]}
+        if _is_question(request) and isinstance(decisions, list) and decisions:
+            # a LangGraph UI's answer to a question: the decision's message
+            first = decisions[0] if isinstance(decisions[0], dict) else {}
+            return str(first.get("message") or first.get("args") or "")
         return value
 
     if len(pending) == 1:
@@ -130,6 +139,17 @@ def resume_value(value: Any, pending: tuple[Interrupt, ...] | list[Interrupt]) -
     if not pending:
         return value
     return {interrupt.id: answer(interrupt) for interrupt in pending}
+
+
+def _approval(decision: Any) -> Any:
+    if isinstance(decision, dict) and decision.get("type") == "respond":
+        rejected = {"type": "reject"}
+        return rejected | ({"message": str(decision["message"])} if decision.get("message") else {})
+    return decision
+
+
+def _is_question(request: Any) -> bool:
+    return isinstance(request, dict) and request.get("type") == "question"
 
 
 def interrupt_of(value: Any) -> Interrupt:

@@ -26,7 +26,8 @@ STRATEGIES = ("enqueue", "reject", "interrupt")
 _RESERVED = ("thread_id", "checkpoint_id", "checkpoint_ns", "run_id", "assistant_id", "graph_id")
 # the agent's configurable items a run may set, and the request field each becomes
 _PER_RUN = {"model": "model_spec", "tool_approval_mode": "tool_approval_mode"}
-_DECISIONS = ("approve", "reject")
+# approve and reject answer a tool approval; respond (with a message) answers a question
+_DECISIONS = ("approve", "reject", "respond")
 _MAX_CONFIGURABLE_BYTES = 16 * 1024
 
 
@@ -189,7 +190,7 @@ def _resume_value(value: Any) -> Any:
             if kind not in _DECISIONS:
                 raise Refused(
                     f"decision {kind!r} is not supported: yuxi's tool approval takes approve"
-                    " or reject"
+                    " or reject, a question respond"
                 )
         return {"decisions": decisions}
     return value
@@ -206,8 +207,9 @@ def _inbox_reply(value: Any) -> bool:
 
 def _from_inbox(reply: dict[str, Any]) -> dict[str, Any]:
     """The older agent-inbox answer (``action_request`` + ``config.allow_*`` shape):
-    accept approves; ignore rejects; a response rejects with its text as the message the
-    model sees; edit is refused as yuxi's edit decision is."""
+    accept approves; ignore rejects; a response responds with its text (a question's
+    answer, or for a tool approval a rejection the model reads); edit is refused as
+    yuxi's edit decision is."""
     kind = reply["type"]
     if kind == "accept":
         return {"type": "approve"}
@@ -215,7 +217,7 @@ def _from_inbox(reply: dict[str, Any]) -> dict[str, Any]:
         return {"type": "reject"}
     if kind == "response":
         args = reply.get("args")
-        return {"type": "reject", "message": args if isinstance(args, str) else str(args)}
+        return {"type": "respond", "message": args if isinstance(args, str) else str(args)}
     raise Refused("decision 'edit' is not supported: yuxi's tool approval takes approve or reject")
 
 

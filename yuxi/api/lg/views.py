@@ -105,19 +105,36 @@ def assistant_view(agent: VisibleAgent, created_at: datetime | None = None) -> d
 
 
 def lg_interrupt_value(value: Any) -> Any:
-    """An interrupt value as LangGraph clients show it: tool approvals already have
-    langchain's HITL request shape; ``ask_user``'s question gets it too (one
-    ``ask_user`` action whose answer is the resume value), keeping ``question``."""
-    if isinstance(value, dict) and value.get("type") == "question" and "question" in value:
+    """An interrupt value as LangGraph UIs show it, in both shapes they know: langchain's
+    HITL request (``action_requests`` / ``review_configs``; tool approvals already have
+    it, ``ask_user``'s question gets one ``ask_user`` action whose answer is the resume
+    value) and the older agent inbox's (``action_request`` + ``config.allow_*``, of the
+    first action), keeping ``question``."""
+    if not isinstance(value, dict):
+        return value
+    if value.get("type") == "question" and "question" in value:
         question = value["question"]
-        return {
+        value = {
             **value,
             "action_requests": [
                 {"name": "ask_user", "args": {"question": question}, "description": question}
             ],
             "review_configs": [{"action_name": "ask_user", "allowed_decisions": ["respond"]}],
         }
-    return value
+        allow = {"allow_respond": True, "allow_accept": False, "allow_ignore": False}
+    elif value.get("action_requests"):
+        allow = {"allow_respond": True, "allow_accept": True, "allow_ignore": True}
+    else:
+        return value
+    first = value["action_requests"][0]
+    if not isinstance(first, dict):
+        return value
+    return {
+        **value,
+        "action_request": {"action": first.get("name"), "args": first.get("args") or {}},
+        "config": {**allow, "allow_edit": False},
+        "description": first.get("description") or value.get("description"),
+    }
 
 
 def lg_interrupt(interrupt_id: str, value: Any) -> dict[str, Any]:
