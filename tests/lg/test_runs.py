@@ -213,8 +213,6 @@ async def test_ask_interrupts_and_command_resume_answers(sdk: Clients, worker: N
     assert interrupt["value"]["action_requests"][0]["name"] == "ask_user"
     got = await sdk.alice.threads.get(tid)
     assert got["status"] == "interrupted" and got["interrupts"]
-    with pytest.raises(ConflictError):  # input while interrupted
-        await sdk.alice.runs.create(tid, "chatbot", input=said("hi"))
     values = await sdk.alice.runs.wait(tid, "chatbot", command={"resume": "blue"})
     assert last_text(values) == "you answered: blue"
     assert (await sdk.alice.threads.get(tid))["status"] == "idle"
@@ -251,7 +249,7 @@ async def test_tool_approval_by_decisions(sdk: Clients, worker: None) -> None:
         {"context": {"no_such_key": 1}},
         {"context": {"system_prompt": "be terse"}},
         {"command": {"goto": "model"}},
-        {"stream_mode": "debug"},
+        {"stream_mode": "no_such_mode"},
     ],
 )
 async def test_refused_features_are_422(sdk: Clients, body: dict[str, Any]) -> None:
@@ -262,11 +260,6 @@ async def test_refused_features_are_422(sdk: Clients, body: dict[str, Any]) -> N
     with pytest.raises(UnprocessableEntityError):
         await sdk.alice.runs.create(thread["thread_id"], "chatbot", **fields)
     assert await sdk.alice.runs.list(thread["thread_id"]) == []
-
-
-async def test_stateless_runs_are_422(sdk: Clients) -> None:
-    with pytest.raises(UnprocessableEntityError):
-        await sdk.alice.runs.create(None, "chatbot", input=said("hi"))
 
 
 async def test_another_users_thread_is_not_found_on_every_route(sdk: Clients, worker: None) -> None:

@@ -11,7 +11,13 @@ from typing import Any
 import msgspec
 import psycopg
 from litestar import MediaType, Request, Response
-from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
+from litestar.exceptions import (
+    HTTPException,
+    MethodNotAllowedException,
+    NotAuthorizedException,
+    NotFoundException,
+    ValidationException,
+)
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from yuxi.agents.models import ModelSpecError
@@ -110,14 +116,30 @@ def validation_error(_: Request[Any, Any, Any], exc: ValidationException) -> Res
     return error_response(400, "invalid_request", message)
 
 
-def http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+def http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     if isinstance(exc, NotAuthorizedException):
         return error_response(401, "unauthorized", str(exc.detail))
+    if isinstance(exc, (NotFoundException, MethodNotAllowedException)) and _under_lg(request):
+        # a route of LangGraph's API that yuxi lacks: the SDKs read a bare 404 as "your
+        # thread does not exist" (objects that are not found are yuxi's own 404s)
+        return error_response(
+            422,
+            "unsupported",
+            f"{request.method} {request.url.path} is not a route of yuxi's LangGraph API"
+            " (docs/langgraph.md lists the routes it serves)",
+        )
     status = exc.status_code
     code = HTTP_CODES.get(status, "error" if status < 500 else "internal_error")
     if status >= 500:
         return error_response(status, code, "internal server error")
     return error_response(status, code, str(exc.detail))
+
+
+def _under_lg(request: Request[Any, Any, Any]) -> bool:
+    app = getattr(request.app.state, "yuxi", None)
+    prefix = "" if app is None else app.settings.lg_prefix
+    path = request.url.path
+    return bool(prefix) and (path == prefix or path.startswith(prefix + "/"))
 
 
 def database_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

@@ -112,6 +112,23 @@ async def lg_thread_delete(conn: AsyncConnection[Any], uid: UUID, thread_id: UUI
     )
 
 
+async def lg_thread_set_temporary(conn: AsyncConnection[Any], uid: UUID, thread_id: UUID) -> None:
+    """Marks a stateless run's thread: deleted once its runs have ended."""
+    await call_scalar(
+        conn,
+        "SELECT yuxi.lg_thread_set_temporary(p_uid => %(uid)s, p_thread_id => %(thread_id)s)",
+        {"uid": uid, "thread_id": thread_id},
+    )
+
+
+async def lg_temporary_sweep(conn: AsyncConnection[Any], *, limit: int = 100) -> int:
+    """Deletes the threads of stateless runs whose runs have all ended; how many."""
+    value = await call_scalar(
+        conn, "SELECT yuxi.lg_temporary_sweep(p_limit => %(limit)s)", {"limit": limit}
+    )
+    return int(value)
+
+
 async def lg_run_submit(
     conn: AsyncConnection[Any],
     uid: UUID,

@@ -48,6 +48,7 @@ from yuxi.knowledge.search import DatabaseKnowledge
 from yuxi.mcp.discovery import discover_server_tools
 from yuxi.queue.files import file_gc
 from yuxi.queue.knowledge import kb_document_redeliver_stalled
+from yuxi.queue.lg import lg_temporary_sweep
 from yuxi.queue.maintenance import (
     delivery_prune,
     run_reconcile_expired,
@@ -222,6 +223,7 @@ def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Re
                     document.status,
                 )
             await delivery_prune(conn, stalled_seconds=recovery.stalled_seconds)
+            await lg_temporary_sweep(conn)  # stateless runs' threads whose runs ended
 
     @app.periodic(cron=every)
     @app.task(name="yuxi_collect_files", queue=MAINTENANCE_QUEUE)

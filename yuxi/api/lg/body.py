@@ -9,7 +9,17 @@ from typing import Any
 from yuxi.api.lg.errors import Refused
 from yuxi.queue.errors import InvalidInput
 
-STREAM_MODES = ("values", "updates", "messages", "messages-tuple", "custom")
+STREAM_MODES = (
+    "values",
+    "updates",
+    "messages",
+    "messages-tuple",
+    "custom",
+    "events",
+    "debug",
+    "tasks",
+    "checkpoints",
+)
 STRATEGIES = ("enqueue", "reject", "interrupt")
 # configurable keys LangGraph itself puts in a config, not the agent's
 _RESERVED = ("thread_id", "checkpoint_id", "checkpoint_ns", "run_id", "assistant_id", "graph_id")
@@ -24,6 +34,7 @@ class RunBody:
 
     assistant_id: str
     query: str | None
+    blocks: list[Block]
     resume: Any
     has_resume: bool
     strategy: str
@@ -73,12 +84,13 @@ def parse_run(body: dict[str, Any], configurable_keys: Sequence[str] | None = No
     if_not_exists = body.get("if_not_exists") or "reject"
     if if_not_exists not in ("reject", "create"):
         raise InvalidInput("if_not_exists must be reject or create")
-    query, resume, has_resume = _input_of(body)
+    given = _input_of(body)
     return RunBody(
         assistant_id=assistant,
-        query=query,
-        resume=resume,
-        has_resume=has_resume,
+        query=given.query,
+        blocks=given.blocks,
+        resume=given.resume,
+        has_resume=given.has_resume,
         strategy=strategy,
         stream_modes=stream_modes(body.get("stream_mode")),
         metadata=metadata,
@@ -101,8 +113,6 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
         raise Refused("after_seconds is not supported: schedule runs with crons instead")
     if body.get("webhook"):
         raise Refused("webhook is not supported: follow the run with join or its stream")
-    if body.get("stream_subgraphs"):
-        raise Refused("stream_subgraphs is not supported: subagent runs stream on their own")
 
 
 def _checkpoint_id(body: dict[str, Any]) -> str | None:
@@ -114,32 +124,57 @@ def _checkpoint_id(body: dict[str, Any]) -> str | None:
     return None
 
 
-def _input_of(body: dict[str, Any]) -> tuple[str | None, Any, bool]:
+@dataclass(frozen=True)
+class Block:
+    """A file a user message carries (an image or a document block), still base64."""
+
+    kind: str  # "image" or "file"
+    data: str  # base64
+    mime_type: str
+    filename: str | None
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """What a run body's input says: the user's text and files, or a resume."""
+
+    query: str | None = None
+    blocks: list[Block] = field(default_factory=list)
+    resume: Any = None
+    has_resume: bool = False
+
+
+def _input_of(body: dict[str, Any]) -> RunInput:
     command = body.get("command")
     run_input = body.get("input")
     if command is not None:
         if not isinstance(command, dict):
             raise InvalidInput("command must be an object")
+        # RemoteGraph sends Command(resume=…) as {"resume": …, "goto": [], "update": None}
         for key in ("goto", "update"):
-            if command.get(key) is not None:
+            if command.get(key) not in (None, [], {}, ""):
                 raise Refused(
                     f"command.{key} is not supported: a yuxi run only resumes the latest"
                     " interrupted run (command.resume)"
                 )
         if "resume" not in command:
             raise InvalidInput("command needs resume")
-        if run_input is not None:
-            raise InvalidInput("send input or command, not both")
-        return None, _resume_value(command["resume"]), True
+        # as on LangGraph's server, a command's input is ignored (agent-chat-ui sends {})
+        return RunInput(resume=_resume_value(command["resume"]), has_resume=True)
     if run_input is None:
         raise Refused("a run needs input.messages (a run without input is not supported)")
-    return _query_of(run_input), None, False
+    return _messages_of(run_input)
 
 
 def _resume_value(value: Any) -> Any:
-    """A resume value as yuxi's resume takes it: a HITL decision list passes as it is
-    when every decision is approve or reject; edit and respond-like decisions are
-    refused."""
+    """A resume value as yuxi's resume takes it: HITL decisions (langchain's
+    ``{"decisions": [...]}``, or the older agent-inbox list ``[{"type": "accept" |
+    "ignore" | "response", "args"}]``) become approve or reject decisions; edits are
+    refused; anything else (a question's answer) passes as it is."""
+    if isinstance(value, list) and value and all(_inbox_reply(v) for v in value):
+        return {"decisions": [_from_inbox(v) for v in value]}
+    if _inbox_reply(value):
+        return {"decisions": [_from_inbox(value)]}
     if isinstance(value, dict) and "decisions" in value:
         decisions = value["decisions"]
         if not isinstance(decisions, list) or not decisions:
@@ -155,46 +190,123 @@ def _resume_value(value: Any) -> Any:
     return value
 
 
-def _query_of(run_input: Any) -> str:
+_INBOX = ("accept", "ignore", "response", "edit")
+
+
+def _inbox_reply(value: Any) -> bool:
+    return (
+        isinstance(value, dict) and value.get("type") in _INBOX and set(value) <= {"type", "args"}
+    )
+
+
+def _from_inbox(reply: dict[str, Any]) -> dict[str, Any]:
+    """The older agent-inbox answer (``action_request`` + ``config.allow_*`` shape):
+    accept approves; ignore rejects; a response rejects with its text as the message the
+    model sees; edit is refused as yuxi's edit decision is."""
+    kind = reply["type"]
+    if kind == "accept":
+        return {"type": "approve"}
+    if kind == "ignore":
+        return {"type": "reject"}
+    if kind == "response":
+        args = reply.get("args")
+        return {"type": "reject", "message": args if isinstance(args, str) else str(args)}
+    raise Refused("decision 'edit' is not supported: yuxi's tool approval takes approve or reject")
+
+
+def _messages_of(run_input: Any) -> RunInput:
     if not isinstance(run_input, dict):
         raise Refused("input must be an object with messages")
-    unknown = sorted(set(run_input) - {"messages"})
+    # agent-chat-ui sends its artifact context in the input (absent or null when empty)
+    unknown = sorted(k for k, v in run_input.items() if k != "messages" and v is not None)
     if unknown:
-        raise Refused(f"input keys {unknown} are not supported: a run's input is its messages")
+        raise Refused(
+            f"input keys {unknown} are not supported: a yuxi agent's state is its messages"
+            " (send settings as config.configurable or context)"
+        )
     messages = run_input.get("messages")
     if isinstance(messages, (str, dict)):
         messages = [messages]
     if not isinstance(messages, list) or not messages:
         raise InvalidInput("input.messages must be a non-empty list")
-    texts = [_human_text(m) for m in messages]
-    return "\n\n".join(texts)
+    texts: list[str] = []
+    blocks: list[Block] = []
+    answers: list[str] = []
+    for message in messages:
+        role = _role(message)
+        if role == "tool":
+            # answers a pending tool call (agent-chat-ui closes an interrupted call so);
+            # alone it is the resume value, with a user message the user's message wins
+            answers.append(_text(message, []))
+        elif role in ("user", "human"):
+            texts.append(_text(message, blocks))
+        else:
+            raise Refused(
+                f"input messages of role {role!r} are not supported: a run's input is the"
+                " user's message (or a tool message answering the pending tool call)"
+            )
+    if not texts and not blocks:
+        return RunInput(resume=answers[-1], has_resume=True)
+    return RunInput(query="\n\n".join(t for t in texts if t) or "", blocks=blocks)
 
 
-def _human_text(message: Any) -> str:
+def _role(message: Any) -> str | None:
     if isinstance(message, str):
-        return message
+        return "user"
     if not isinstance(message, dict):
         raise InvalidInput("each input message must be an object or a string")
     role = message.get("role") or message.get("type")
-    if role not in ("user", "human"):
-        raise Refused(
-            f"input messages of role {role!r} are not supported: a run's input is the"
-            " user's message"
-        )
+    return None if role is None else str(role)
+
+
+def _text(message: Any, blocks: list[Block]) -> str:
+    """The message's text; its image and file blocks are added to ``blocks``."""
+    if isinstance(message, str):
+        return message
     content = message.get("content")
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-            else:
-                raise Refused("only text content is supported in input messages")
-        return "".join(parts)
-    raise InvalidInput("a message's content must be text")
+    if not isinstance(content, list):
+        raise InvalidInput("a message's content must be text or a list of content blocks")
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, dict) and block.get("type") in ("image", "image_url", "file"):
+            blocks.append(_block(block))
+        else:
+            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
+            raise Refused(
+                f"content blocks of type {kind!r} are not supported: send text, image or file"
+            )
+    return "".join(parts)
+
+
+def _block(block: dict[str, Any]) -> Block:
+    """An image or file content block (LangChain's v1 ``{"type": "image", "mimeType",
+    "data"}``, its older ``source_type: "base64"`` form, OpenAI's ``image_url`` with a
+    data: URL) as base64; a block by URL is refused: yuxi never fetches it."""
+    kind = "file" if block["type"] == "file" else "image"
+    mime = block.get("mimeType") or block.get("mime_type")
+    data = block.get("data") or block.get("base64")
+    url = block.get("url")
+    if block["type"] == "image_url":
+        image_url = block.get("image_url")
+        url = image_url.get("url") if isinstance(image_url, dict) else image_url
+    if data is None and isinstance(url, str) and url.startswith("data:"):
+        header, _, data = url.partition(",")
+        mime = header[5:].split(";", 1)[0] or mime
+    if not isinstance(data, str) or not data:
+        raise Refused(
+            f"a {kind} block by URL or file id is not supported: send its bytes as base64 (data)"
+        )
+    metadata = block.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
+    name = metadata.get("filename") or metadata.get("name") or block.get("filename")
+    return Block(kind, data, str(mime or "application/octet-stream"), name and str(name))
 
 
 def settings_of(body: dict[str, Any]) -> dict[str, Any]:

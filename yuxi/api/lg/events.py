@@ -13,7 +13,9 @@ LangGraph's ``end``.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from yuxi.api.lg.views import lg_interrupt
@@ -75,6 +77,9 @@ class Translator:
     _text_id: str | None = None
     _text: str = ""
     _values_sent: bool = False
+    _step: int = 0
+    _task: str | None = None  # the step under way: its task id and node
+    _node: str = ""
 
     def feed(self, seq: int, event: str, payload: dict[str, Any]) -> list[bytes]:
         """The SSE messages of one event (the last one carries ``seq`` as its id)."""
@@ -84,9 +89,11 @@ class Translator:
             if not self._values_sent:
                 self._values_sent = True
                 parts.extend(self._values())
+                parts.extend(self._event("on_chain_start", "LangGraph", {"input": self._state()}))
         elif event == "messages":
             parts.extend(self._chunks(payload.get("chunks") or []))
         elif event == "tool" and payload.get("type") == "call":
+            parts.extend(self._start("model"))
             message_id, text = self._take_text()
             message = ai_message(message_id or f"run-{self.run_id}-{seq}", text, payload["calls"])
             parts.extend(self._update("model", message))
@@ -102,6 +109,7 @@ class Translator:
             parts.extend(self._update("tools", message))
         elif event == "interrupt":
             parts.extend(self._close_text())
+            parts.extend(self._steps(self._start("tools"), interrupts=payload.get("interrupts")))
             interrupts = [
                 lg_interrupt(str(i.get("id")), i.get("value"))
                 for i in payload.get("interrupts") or []
@@ -126,6 +134,7 @@ class Translator:
                 parts.append(("custom", payload))
         elif event == "end":
             parts.extend(self._close_text())
+            parts.extend(self._event("on_chain_end", "LangGraph", {"output": self._state()}))
             parts.append(("end", None))
         return _encode(parts, seq)
 
@@ -136,12 +145,15 @@ class Translator:
             if self._text_id is not None and self._text_id != message_id:
                 parts.extend(self._close_text())
             first = self._text_id is None
+            if first:
+                parts.extend(self._start("model"))
             self._text_id = message_id
             self._text += text
             meta = {"langgraph_node": "model", "run_id": self.run_id, "thread_id": self.thread_id}
+            piece = ai_message(message_id, text, []) | {"type": "AIMessageChunk"}
             if "messages-tuple" in self.modes:
-                piece = ai_message(message_id, text, []) | {"type": "AIMessageChunk"}
                 parts.append(("messages", [piece, meta]))
+            parts.extend(self._event("on_chat_model_stream", "model", {"chunk": piece}, meta))
             if "messages" in self.modes:
                 if first:
                     parts.append(("messages/metadata", {message_id: {"metadata": meta}}))
@@ -165,12 +177,98 @@ class Translator:
         return parts + self._update("model", message)
 
     def _update(self, node: str, message: dict[str, Any]) -> list[tuple[str, Any]]:
+        parts = self._start(node)
         self.messages.append(message)
-        parts: list[tuple[str, Any]] = []
         if "updates" in self.modes:
             parts.append(("updates", {node: {"messages": [message]}}))
         parts.extend(self._values())
+        return self._steps(parts, result={"messages": [message]})
+
+    # The step parts (``tasks``, ``checkpoints``, ``debug``, ``events``): a run's model
+    # calls and tool results are its steps; a step's task starts with its first output
+    # and ends with its message. yuxi's events do not carry checkpoint ids: a
+    # checkpoint part's config names the thread (read ids with threads.get_history).
+
+    def _start(self, node: str) -> list[tuple[str, Any]]:
+        if self._task is not None:
+            return []
+        self._step += 1
+        self._task = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.run_id}/{self._step}"))
+        self._node = node
+        task = {"id": self._task, "name": node, "input": None, "triggers": [f"branch:to:{node}"]}
+        parts = self._step_parts("task", task)
+        event = "on_chat_model_start" if node == "model" else "on_chain_start"
+        return parts + self._event(event, node, {"input": None})
+
+    def _steps(
+        self,
+        parts: list[tuple[str, Any]],
+        *,
+        result: dict[str, Any] | None = None,
+        interrupts: list[dict[str, Any]] | None = None,
+    ) -> list[tuple[str, Any]]:
+        """``parts`` followed by the end of the step under way and its checkpoint."""
+        if self._task is None:
+            return parts
+        name = "tools" if (result is None or result["messages"][0]["type"] == "tool") else "model"
+        done = {
+            "id": self._task,
+            "name": name,
+            "error": None,
+            "result": result or {},
+            "interrupts": [
+                lg_interrupt(str(i.get("id")), i.get("value")) for i in interrupts or []
+            ],
+        }
+        self._task = None
+        parts = parts + self._step_parts("task_result", done)
+        if result is not None:
+            parts.extend(self._event("on_chain_end", name, {"output": result}))
+        checkpoint = {
+            "config": {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": ""}},
+            "parent_config": None,
+            "values": self._state(),
+            "metadata": {"source": "loop", "step": self._step, "run_id": self.run_id},
+            "next": ["tools"] if interrupts else [],
+            "tasks": [],
+        }
+        return parts + self._step_parts("checkpoint", checkpoint)
+
+    def _step_parts(self, kind: str, payload: dict[str, Any]) -> list[tuple[str, Any]]:
+        parts: list[tuple[str, Any]] = []
+        mode = "checkpoints" if kind == "checkpoint" else "tasks"
+        if mode in self.modes:
+            parts.append((mode, payload))
+        if "debug" in self.modes:
+            stamp = datetime.now(UTC).isoformat()
+            parts.append(
+                (
+                    "debug",
+                    {"type": kind, "timestamp": stamp, "step": self._step, "payload": payload},
+                )
+            )
         return parts
+
+    def _event(
+        self, event: str, name: str, data: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> list[tuple[str, Any]]:
+        """An ``events`` part, as LangChain's astream_events (v2) shapes it."""
+        if "events" not in self.modes:
+            return []
+        return [
+            (
+                "events",
+                {
+                    "event": event,
+                    "name": name,
+                    "run_id": self.run_id,
+                    "tags": [],
+                    "metadata": meta or {"thread_id": self.thread_id, "run_id": self.run_id},
+                    "data": data,
+                    "parent_ids": [],
+                },
+            )
+        ]
 
     def _state(self) -> dict[str, Any]:
         return {"messages": self.base + self.messages}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 from uuid import UUID
@@ -175,7 +175,7 @@ async def stream_run(
     modes: list[str],
     after: int,
     first: LgRun | None = None,
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes]:
     """The run's stream parts after seq ``after`` (0: from the start), until its end."""
     row = None
     async for seen in wait_for(app, uid, thread_id, request_id, dispatched=True, first=first):

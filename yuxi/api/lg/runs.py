@@ -4,6 +4,9 @@ so a queued run already has it; its status follows the dispatched run."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from typing import Annotated, Any
 from uuid import UUID, uuid4
 
@@ -15,12 +18,13 @@ from litestar.params import FromPath, JSONBody, Parameter, QueryParameter
 from litestar.response import Stream
 from psycopg import AsyncConnection
 
-from yuxi.api.lg import access, follow
+from yuxi.api.lg import access, blocks, follow
 from yuxi.api.lg import state as lg_state
 from yuxi.api.lg.body import RunBody, parse_run, per_run_fields, stream_modes
 from yuxi.api.lg.errors import Refused
 from yuxi.api.lg.views import LG_RUN_STATUSES, run_status, run_view
 from yuxi.api.sse import HEADERS
+from yuxi.queue.attachments import message_refer_attachments
 from yuxi.queue.callers import User
 from yuxi.queue.errors import InvalidInput, NotFound, RunNotInterrupted
 from yuxi.queue.lg import (
@@ -29,7 +33,9 @@ from yuxi.queue.lg import (
     lg_run_submit,
     lg_thread_bind,
     lg_thread_create,
+    lg_thread_delete,
     lg_thread_runs,
+    lg_thread_set_temporary,
 )
 from yuxi.queue.requests import request_cancel
 from yuxi.queue.runs import run_request_cancel, run_resume
@@ -41,9 +47,10 @@ Req = Request[object, object, State]
 MAX_SEQ = 2**63 - 1
 
 
-def _location(request: Req, row: LgRun) -> str:
-    prefix = request.app.state.yuxi.settings.lg_prefix
-    return f"{prefix}/threads/{row.thread_id}/runs/{row.request_id}"
+def _location(row: LgRun) -> str:
+    """The run's path relative to the API's base (``/lg``), as LangGraph's server sends
+    it: the SDKs append it to a base URL that already ends in the prefix."""
+    return f"/threads/{row.thread_id}/runs/{row.request_id}"
 
 
 async def start_run(
@@ -62,6 +69,7 @@ async def start_run(
                 " thread's latest checkpoint or none"
             )
     request_id = str(uuid4())
+    files = blocks.held_files(body.blocks, state.yuxi.settings)  # 400 before anything runs
     async with conn.transaction():
         if body.if_not_exists == "create":
             await lg_thread_create(
@@ -73,9 +81,10 @@ async def start_run(
                 if_exists="do_nothing",
             )
         await lg_thread_bind(conn, user.uid, thread_id, agent.slug)
+        queue = await thread_queue(conn, thread_id)
+        interrupted = queue is not None and queue.status == "interrupted"
         if body.has_resume:
-            queue = await thread_queue(conn, thread_id)
-            if queue is None or queue.last_run_id is None or queue.status != "interrupted":
+            if queue is None or queue.last_run_id is None or not interrupted:
                 raise RunNotInterrupted(f"thread {thread_id} has no interrupted run to resume")
             info = await run_resume(
                 conn, queue.last_run_id, resume=body.resume, uid=user.uid, request_id=request_id
@@ -89,18 +98,28 @@ async def start_run(
             )
         else:
             assert body.query is not None
-            info = await lg_run_submit(
-                conn,
-                user.uid,
-                thread_id,
-                query=body.query,
-                request_id=request_id,
-                strategy=body.strategy,
-                model_spec=fields.get("model_spec"),
-                tool_approval_mode=fields.get("tool_approval_mode"),
-                metadata=body.metadata,
-                stream_modes=body.stream_modes,
-            )
+            if interrupted and queue is not None and queue.last_run_id is not None:
+                # as on LangGraph's server, new input supersedes a pending interrupt:
+                # the interrupted run is cancelled and the message runs in its place
+                await run_request_cancel(conn, queue.last_run_id, uid=user.uid)
+            async with blocks.attached(
+                conn, user.uid, thread_id, files, state.yuxi.settings
+            ) as added:
+                info = await lg_run_submit(
+                    conn,
+                    user.uid,
+                    thread_id,
+                    query=body.query,
+                    request_id=request_id,
+                    strategy=body.strategy,
+                    model_spec=fields.get("model_spec"),
+                    tool_approval_mode=fields.get("tool_approval_mode"),
+                    metadata=body.metadata,
+                    stream_modes=body.stream_modes,
+                )
+                if added and info.message_id is not None:
+                    ids = [row.id for row in added]
+                    await message_refer_attachments(conn, user.uid, info.message_id, ids)
     strategy = "enqueue" if body.has_resume else body.strategy
     # the run as it stands at its creation: a request just queued, or a run just pending
     row = LgRun(
@@ -135,10 +154,11 @@ async def final_values(state: State, row: LgRun) -> dict[str, Any]:
     return values
 
 
-def _stream(request: Req, row: LgRun, content: Any, *, resumable: bool) -> Stream:
-    headers = dict(HEADERS) | {"Content-Location": _location(request, row)}
-    if resumable:
-        headers["Location"] = _location(request, row) + "/stream"
+def _stream(row: LgRun, content: Any) -> Stream:
+    """A run's stream; ``Location`` is where the SDKs reconnect after a drop (every
+    run's events are durable, so every stream can be resumed)."""
+    location = _location(row)
+    headers = dict(HEADERS) | {"Content-Location": location, "Location": location + "/stream"}
     return Stream(content=content, media_type="text/event-stream", headers=headers)
 
 
@@ -157,7 +177,7 @@ async def create_run(
     data: JSONBody[dict[str, Any]],
 ) -> Response[dict[str, Any]]:
     row, _body = await start_run(state, conn, user, thread_id, data)
-    return Response(run_view(row), headers={"Content-Location": _location(request, row)})
+    return Response(run_view(row), headers={"Content-Location": _location(row)})
 
 
 @post(
@@ -178,7 +198,7 @@ async def stream_new_run(
     content = follow.stream_run(
         state.yuxi, user.uid, thread_id, row.request_id, body.stream_modes, 0, row
     )
-    return _stream(request, row, content, resumable=bool(data.get("stream_resumable")))
+    return _stream(row, content)
 
 
 @post(
@@ -190,18 +210,46 @@ async def stream_new_run(
 async def wait_new_run(
     state: State,
     user: NamedDependency[User],
-    request: Req,
     thread_id: FromPath[UUID],
     data: JSONBody[dict[str, Any]],
-) -> Response[dict[str, Any]]:
+) -> Stream:
     # no connection is held while waiting: a wait may last as long as its run
     async with state.yuxi.pool.connection() as conn:
         row, _body = await start_run(state, conn, user, thread_id, data)
-    ended = await follow.wait_ended(
-        state.yuxi, user.uid, thread_id, row.request_id, row, client=request
-    )
-    return Response(
-        await final_values(state, ended), headers={"Content-Location": _location(request, row)}
+    return _waited(state, user, row)
+
+
+def _waited(
+    state: State,
+    user: User,
+    row: LgRun,
+    *,
+    then: Callable[[State, User, LgRun], Awaitable[None]] | None = None,
+) -> Stream:
+    """The thread's values once the run ended, as LangGraph's server sends them: the
+    headers at once, a newline every heartbeat while the run goes on (JSON ignores
+    leading whitespace; a proxy's idle timeout does not cut the wait), then the
+    values. No connection is held while waiting."""
+
+    async def body() -> AsyncIterator[bytes]:
+        last = row
+        rows = follow.wait_for(
+            state.yuxi, user.uid, row.thread_id, row.request_id, dispatched=False, first=row
+        )
+        async for seen in rows:
+            if seen is None:
+                yield b"\n"
+            else:
+                last = seen
+        values = await final_values(state, last)
+        if then is not None:
+            await then(state, user, row)
+        yield json.dumps(values, default=str).encode()
+
+    return Stream(
+        content=body(),
+        media_type="application/json",
+        headers={"Content-Location": _location(row)},
     )
 
 
@@ -252,14 +300,12 @@ async def get_run(
 async def join_run(
     state: State,
     user: NamedDependency[User],
-    request: Req,
     thread_id: FromPath[UUID],
     run_id: FromPath[str],
-) -> dict[str, Any]:
+) -> Stream:
     async with state.yuxi.pool.connection() as conn:  # none is held while waiting
         row = await _run(conn, user, thread_id, run_id)
-    ended = await follow.wait_ended(state.yuxi, user.uid, thread_id, run_id, row, client=request)
-    return await final_values(state, ended)
+    return _waited(state, user, row)
 
 
 @get(
@@ -293,7 +339,7 @@ async def join_stream(
     chosen = [m for m in stream_mode or [] if m] or None
     modes = stream_modes(chosen, default=row.stream_modes or ["values"])
     content = follow.stream_run(state.yuxi, user.uid, thread_id, run_id, modes, after, row)
-    return _stream(request, row, content, resumable=False)
+    return _stream(row, content)
 
 
 @post(
@@ -328,19 +374,81 @@ async def cancel_run(
     )
 
 
-_STATELESS = "stateless runs (without a thread) are not supported: create a thread, then run on it"
+async def _stateless(state: State, user: User, data: dict[str, Any]) -> tuple[LgRun, RunBody, bool]:
+    """A run without a thread: on a new thread of its own, bound to the assistant;
+    with ``on_completion`` "delete" (the default) the thread is deleted once the run
+    ended (here at the end of a stream or a wait, else by the workers' maintenance)."""
+    on_completion = data.get("on_completion") or "delete"
+    if on_completion not in ("delete", "keep"):
+        raise InvalidInput("on_completion must be delete or keep")
+    body = parse_run(data)  # 400 and 422 before a thread exists
+    thread_id = uuid4()
+    async with state.yuxi.pool.connection() as conn:
+        async with conn.transaction():
+            await lg_thread_create(
+                conn,
+                user.uid,
+                thread_id=thread_id,
+                metadata={},
+                agent_slug=body.assistant_id,
+                if_exists="raise",
+            )
+            if on_completion == "delete":
+                await lg_thread_set_temporary(conn, user.uid, thread_id)
+        try:
+            row, body = await start_run(state, conn, user, thread_id, data)
+        except BaseException:
+            if on_completion == "delete":
+                await lg_thread_delete(conn, user.uid, thread_id)
+            raise
+    return row, body, on_completion == "delete"
 
 
-@post("/runs", status_code=422, summary="Refused: stateless runs", tags=["langgraph"])
-async def stateless_run(user: NamedDependency[User], data: JSONBody[dict[str, Any]]) -> None:
-    raise Refused(_STATELESS)
+async def _removed(state: State, user: User, row: LgRun) -> None:
+    async with state.yuxi.pool.connection() as conn:
+        await lg_thread_delete(conn, user.uid, row.thread_id)
 
 
-@post("/runs/stream", status_code=422, summary="Refused: stateless runs", tags=["langgraph"])
-async def stateless_stream(user: NamedDependency[User], data: JSONBody[dict[str, Any]]) -> None:
-    raise Refused(_STATELESS)
+@post("/runs", status_code=200, summary="Create a stateless background run", tags=["langgraph"])
+async def stateless_run(
+    state: State, user: NamedDependency[User], data: JSONBody[dict[str, Any]]
+) -> Response[dict[str, Any]]:
+    row, _body, _temporary = await _stateless(state, user, data)
+    return Response(run_view(row), headers={"Content-Location": _location(row)})
 
 
-@post("/runs/wait", status_code=422, summary="Refused: stateless runs", tags=["langgraph"])
-async def stateless_wait(user: NamedDependency[User], data: JSONBody[dict[str, Any]]) -> None:
-    raise Refused(_STATELESS)
+@post(
+    "/runs/stream",
+    status_code=200,
+    summary="Create a stateless run and stream it",
+    tags=["langgraph"],
+)
+async def stateless_stream(
+    state: State, user: NamedDependency[User], data: JSONBody[dict[str, Any]]
+) -> Stream:
+    row, body, temporary = await _stateless(state, user, data)
+    parts = follow.stream_run(
+        state.yuxi, user.uid, row.thread_id, row.request_id, body.stream_modes, 0, row
+    )
+
+    async def content() -> AsyncIterator[bytes]:
+        async with aclosing(parts):
+            async for part in parts:
+                yield part
+        if temporary:  # streamed to its end (a client gone leaves it to maintenance)
+            await _removed(state, user, row)
+
+    return _stream(row, content())
+
+
+@post(
+    "/runs/wait",
+    status_code=200,
+    summary="Create a stateless run and wait for its end; answers its values",
+    tags=["langgraph"],
+)
+async def stateless_wait(
+    state: State, user: NamedDependency[User], data: JSONBody[dict[str, Any]]
+) -> Stream:
+    row, _body, temporary = await _stateless(state, user, data)
+    return _waited(state, user, row, then=_removed if temporary else None)

@@ -1,0 +1,337 @@
+"""What unmodified LangGraph clients send: agent-chat-ui's bodies (``stream_subgraphs``,
+``input: {}`` with a command, a tool message closing an interrupted call, image and
+file blocks), RemoteGraph's ``Command(resume=…)``, the SDKs' reconnect path, Studio's
+stream modes, and the keep-alive of a long wait; against a real server and worker."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from typing import Any
+
+import httpx
+import pytest
+from langgraph.pregel.remote import RemoteGraph
+from langgraph.types import Command
+
+from tests.lg.conftest import Api, Clients
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SSE_HEARTBEAT_SECONDS = 0.3  # a wait's keep-alive newlines come this often
+
+# a 1×1 PNG
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+def said(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def last_text(values: dict[str, Any]) -> str:
+    return str(values["messages"][-1]["content"])
+
+
+def lg(api: Api, token_of: str = "alice") -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        base_url=f"{api.base_url}{api.settings.lg_prefix}",
+        headers={"x-api-key": api.tokens[token_of]},
+        timeout=30.0,
+    )
+
+
+async def test_agent_chat_ui_message_body_streams(sdk: Clients, api: Api, worker: None) -> None:
+    """The body useStream sends for every message: stream_subgraphs, stream_resumable,
+    an absent context; the headers name the run relative to the base URL."""
+    thread = await sdk.alice.threads.create()
+    tid = thread["thread_id"]
+    body = {
+        "assistant_id": "chatbot",
+        "input": {
+            "messages": [
+                {"id": "m1", "type": "human", "content": [{"type": "text", "text": "hello"}]}
+            ]
+        },
+        "stream_mode": ["values"],
+        "stream_subgraphs": True,
+        "stream_resumable": True,
+        "on_disconnect": "continue",
+        "config": {"configurable": {}},
+    }
+    async with (
+        lg(api) as client,
+        client.stream("POST", f"/threads/{tid}/runs/stream", json=body) as response,
+    ):
+        assert response.status_code == 200
+        text = "".join([chunk async for chunk in response.aiter_text()])
+        location = response.headers["location"]
+        content_location = response.headers["content-location"]
+    run_id = content_location.rsplit("/", 1)[-1]
+    assert content_location == f"/threads/{tid}/runs/{run_id}"
+    assert location == f"/threads/{tid}/runs/{run_id}/stream"
+    assert "echo: hello" in text and "event: end" in text
+    # the reconnect path the SDKs build: base URL + Location
+    async with (
+        lg(api) as client,
+        client.stream("GET", location, headers={"Last-Event-ID": "1"}) as again,
+    ):
+        assert again.status_code == 200
+        replay = "".join([chunk async for chunk in again.aiter_text()])
+    assert "echo: hello" in replay and "event: metadata" not in replay  # after id 1 only
+
+
+async def test_resume_with_empty_input_and_a_command(sdk: Clients, api: Api, worker: None) -> None:
+    """agent-chat-ui answers an interrupt with submit({}, {command: {resume}})."""
+    thread = await sdk.alice.threads.create()
+    tid = thread["thread_id"]
+    values = await sdk.alice.runs.wait(tid, "chatbot", input=said("/ask what colour?"))
+    assert values["__interrupt__"][0]["value"]["question"] == "what colour?"
+    parts = [
+        part
+        async for part in sdk.alice.runs.stream(
+            tid, "chatbot", input={}, command={"resume": "blue"}, stream_subgraphs=True
+        )
+    ]
+    values = [p.data for p in parts if p.event == "values"][-1]
+    assert last_text(values) == "you answered: blue"
+
+
+async def test_a_tool_message_alone_answers_the_interrupted_call(
+    sdk: Clients, worker: None
+) -> None:
+    thread = await sdk.alice.threads.create()
+    tid = thread["thread_id"]
+    values = await sdk.alice.runs.wait(tid, "chatbot", input=said("/ask what colour?"))
+    call = values["messages"][-1]["tool_calls"][0]
+    answer = {"type": "tool", "tool_call_id": call["id"], "name": call["name"], "content": "green"}
+    values = await sdk.alice.runs.wait(tid, "chatbot", input={"messages": [answer]})
+    assert last_text(values) == "you answered: green"
+
+
+async def test_new_input_supersedes_an_interrupt(sdk: Clients, worker: None) -> None:
+    """agent-chat-ui closes the pending call with a synthetic tool message ahead of the
+    user's next message: the interrupted run is cancelled and the message runs."""
+    thread = await sdk.alice.threads.create()
+    tid = thread["thread_id"]
+    values = await sdk.alice.runs.wait(tid, "chatbot", input=said("/ask what colour?"))
+    call = values["messages"][-1]["tool_calls"][0]
+    interrupted = (await sdk.alice.runs.list(tid))[0]
+    closing = {
+        "type": "tool",
+        "id": "do-not-render-1",
+        "tool_call_id": call["id"],
+        "name": call["name"],
+        "content": "Successfully handled tool call.",
+    }
+    human = {"type": "human", "id": "m2", "content": [{"type": "text", "text": "never mind"}]}
+    values = await sdk.alice.runs.wait(tid, "chatbot", input={"messages": [closing, human]})
+    assert last_text(values) == "echo: never mind"
+    runs = {r["run_id"]: r["status"] for r in await sdk.alice.runs.list(tid)}
+    assert runs[interrupted["run_id"]] == "interrupted"  # LangGraph's word for cancelled
+    assert (await sdk.alice.threads.get(tid))["status"] == "idle"
+
+
+async def test_remote_graph_interrupt_and_resume(sdk: Clients, api: Api, worker: None) -> None:
+    """RemoteGraph sends Command(resume=…) as {"resume": …, "goto": [], …}."""
+    remote = RemoteGraph("chatbot", client=sdk.alice)
+    thread = await sdk.alice.threads.create()
+    config = {"configurable": {"thread_id": thread["thread_id"]}}
+    first = await remote.ainvoke(said("/ask your name?"), config)
+    assert first["__interrupt__"][0]["value"]["question"] == "your name?"
+    answered = await remote.ainvoke(Command(resume="yuxi"), config)
+    assert answered["messages"][-1]["content"] == "you answered: yuxi"
+    parts = [part async for part in remote.astream(said("again"), config, subgraphs=True)]
+    assert parts and parts[-1][0] == ()  # (namespace, chunk): the root graph's own
+
+
+async def test_older_agent_inbox_answers_a_tool_approval(sdk: Clients, worker: None) -> None:
+    thread = await sdk.alice.threads.create()
+    tid = thread["thread_id"]
+    ask = {"tool_approval_mode": "ask"}
+    values = await sdk.alice.runs.wait(
+        tid, "chatbot", input=said('/tool calculator {"expression": "6*7"}'), context=ask
+    )
+    assert values["__interrupt__"]
+    values = await sdk.alice.runs.wait(
+        tid, "chatbot", command={"resume": [{"type": "accept", "args": None}]}
+    )
+    assert last_text(values) == "tool calculator returned: 42"
+
+
+async def test_studio_stream_modes(sdk: Clients, worker: None) -> None:
+    thread = await sdk.alice.threads.create()
+    parts = [
+        (p.event, p.data)
+        async for p in sdk.alice.runs.stream(
+            thread["thread_id"],
+            "chatbot",
+            input=said('/tool calculator {"expression": "6*7"}'),
+            stream_mode=["tasks", "checkpoints", "debug", "events"],
+        )
+    ]
+    tasks = [data for event, data in parts if event == "tasks"]
+    started = [t["name"] for t in tasks if "triggers" in t]
+    ended = [t["name"] for t in tasks if "result" in t]
+    assert started == ended == ["model", "tools", "model"]
+    assert tasks[-1]["result"]["messages"][0]["content"] == "tool calculator returned: 42"
+    checkpoints = [data for event, data in parts if event == "checkpoints"]
+    assert [c["metadata"]["step"] for c in checkpoints] == [1, 2, 3]
+    assert last_text(checkpoints[-1]["values"]) == "tool calculator returned: 42"
+    debug = [data["type"] for event, data in parts if event == "debug"]
+    assert debug == ["task", "task_result", "checkpoint"] * 3
+    events = [data["event"] for event, data in parts if event == "events"]
+    assert events[0] == "on_chain_start" and events[-1] == "on_chain_end"
+    assert "on_chat_model_stream" in events
+    assert {"values", "updates", "messages"}.isdisjoint(e for e, _ in parts)
+
+
+async def test_a_long_wait_sends_headers_and_keep_alive_at_once(
+    sdk: Clients, api: Api, worker: None
+) -> None:
+    thread = await sdk.alice.threads.create()
+    tid = thread["thread_id"]
+    body = {"assistant_id": "chatbot", "input": said("/sleep 1.5")}
+    started = time.monotonic()
+    async with (
+        lg(api) as client,
+        client.stream("POST", f"/threads/{tid}/runs/wait", json=body) as response,
+    ):
+        headers_after = time.monotonic() - started
+        assert response.status_code == 200
+        assert response.headers["content-location"].startswith(f"/threads/{tid}/runs/")
+        raw = b"".join([chunk async for chunk in response.aiter_bytes()])
+    assert headers_after < 1.0
+    assert raw.startswith(b"\n")  # keep-alive while the run went on
+    values = httpx.Response(200, content=raw).json()
+    assert values["messages"][-1]["content"].startswith("slept")
+    # join keeps the wait alive the same way
+    run = await sdk.alice.runs.create(tid, "chatbot", input=said("/sleep 1"))
+    joined = await sdk.alice.runs.join(tid, run["run_id"])
+    assert joined["messages"][-1]["content"].startswith("slept")
+
+
+async def test_image_and_file_blocks_become_attachments(
+    sdk: Clients, api: Api, worker: None
+) -> None:
+    """agent-chat-ui's upload blocks: an image (LangChain's v1 block) and a PDF."""
+    thread = await sdk.alice.threads.create()
+    tid = thread["thread_id"]
+    image = {
+        "type": "image",
+        "mimeType": "image/png",
+        "data": base64.b64encode(PNG).decode(),
+        "metadata": {"name": "dot.png"},
+    }
+    pdf = {
+        "type": "file",
+        "mimeType": "application/pdf",
+        "data": base64.b64encode(b"%PDF-1.4 x").decode(),
+        "metadata": {"filename": "notes.pdf"},
+    }
+    message = {"type": "human", "content": [{"type": "text", "text": "look"}, image, pdf]}
+    values = await sdk.alice.runs.wait(tid, "chatbot", input={"messages": [message]})
+    assert last_text(values) == "echo: look"
+    listed = await api.clients["alice"].get(f"/api/chat/thread/{tid}/attachments")
+    assert listed.status_code == 200, listed.text
+    names = sorted(a["filename"] for a in listed.json())
+    assert names == ["dot.png", "notes.pdf"]
+    referred = await api.sql(
+        "SELECT jsonb_array_length(metadata -> 'attachments') FROM yuxi.messages"
+        " WHERE thread_id = %s AND role = 'user'",
+        tid,
+    )
+    assert referred == [(2,)]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "image", "url": "http://169.254.169.254/latest/meta-data"},
+        {
+            "type": "image",
+            "mimeType": "image/png",
+            "data": base64.b64encode(b"not an image").decode(),
+        },
+        {"type": "audio", "data": "AAAA"},
+    ],
+)
+async def test_unusable_blocks_are_refused_and_nothing_stays(
+    sdk: Clients, api: Api, block: dict[str, Any]
+) -> None:
+    thread = await sdk.alice.threads.create()
+    tid = thread["thread_id"]
+    message = {"type": "human", "content": [{"type": "text", "text": "x"}, block]}
+    async with lg(api) as client:
+        response = await client.post(
+            f"/threads/{tid}/runs",
+            json={"assistant_id": "chatbot", "input": {"messages": [message]}},
+        )
+    assert response.status_code in (400, 422), response.text
+    assert await sdk.alice.runs.list(tid) == []
+
+
+async def test_routes_yuxi_lacks_are_unsupported_not_404(api: Api) -> None:
+    async with lg(api) as client:
+        for method, path in [("GET", "/no/such/route"), ("PUT", "/info")]:
+            response = await client.request(method, path)
+            assert response.status_code == 422, (method, path, response.text)
+            assert response.json()["error"]["code"] == "unsupported"
+        # an object that is not there is still a 404
+        missing = await client.get("/threads/00000000-0000-4000-8000-000000000000")
+        assert missing.status_code == 404
+
+
+async def test_concurrent_supersedes_leave_one_run_per_message(sdk: Clients, worker: None) -> None:
+    """Two messages sent at once to an interrupted thread: the interrupt is cancelled
+    once and both messages run, one after the other."""
+    thread = await sdk.alice.threads.create()
+    tid = thread["thread_id"]
+    await sdk.alice.runs.wait(tid, "chatbot", input=said("/ask what colour?"))
+    runs = await asyncio.gather(
+        *(sdk.alice.runs.create(tid, "chatbot", input=said(f"m{i}")) for i in range(2))
+    )
+    for run in runs:
+        await sdk.alice.runs.join(tid, run["run_id"])
+    statuses = sorted(r["status"] for r in await sdk.alice.runs.list(tid))
+    assert statuses == ["interrupted", "success", "success"]
+
+
+async def test_stateless_runs_on_threads_of_their_own(sdk: Clients, api: Api, worker: None) -> None:
+    """RemoteGraph without a thread_id, runs.wait/stream/create with None: each runs on
+    a new thread, deleted once it ended unless on_completion is keep."""
+    remote = RemoteGraph("chatbot", client=sdk.alice)
+    answered = await remote.ainvoke(said("no thread"))
+    assert answered["messages"][-1]["content"] == "echo: no thread"
+    parts = [p async for p in sdk.alice.runs.stream(None, "chatbot", input=said("streamed"))]
+    values = [p.data for p in parts if p.event == "values"][-1]
+    assert last_text(values) == "echo: streamed"
+    async with lg(api) as client:
+        waited = await client.post(
+            "/runs/wait", json={"assistant_id": "chatbot", "input": said("w")}
+        )
+        assert waited.status_code == 200 and last_text(waited.json()) == "echo: w"
+        tid = waited.headers["content-location"].split("/")[2]
+        assert (await client.get(f"/threads/{tid}")).status_code == 404  # deleted at its end
+        kept = await client.post(
+            "/runs/wait",
+            json={"assistant_id": "chatbot", "input": said("k"), "on_completion": "keep"},
+        )
+        kept_tid = kept.headers["content-location"].split("/")[2]
+        assert (await client.get(f"/threads/{kept_tid}")).status_code == 200
+        bad = await client.post(
+            "/runs", json={"assistant_id": "chatbot", "input": said("x"), "on_completion": "later"}
+        )
+        assert bad.status_code == 400
+    run = await sdk.alice.runs.create(None, "chatbot", input=said("background"))
+    await sdk.alice.runs.join(run["thread_id"], run["run_id"])
+    # a background run's thread is left to the workers' maintenance sweep
+    swept = await api.sql("SELECT yuxi.lg_temporary_sweep()")
+    assert swept[0][0] >= 1
+    with pytest.raises(httpx.HTTPStatusError):
+        await sdk.alice.threads.get(run["thread_id"])
+    assert await api.sql(
+        "SELECT count(*) FROM yuxi.lg_threads WHERE temporary AND NOT deleted"
+    ) == [(0,)]
