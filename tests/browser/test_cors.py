@@ -9,6 +9,7 @@ origin than the API's.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ def cors_headers(response: httpx.Response) -> dict[str, str]:
 async def test_a_listed_origin_gets_preflights_streams_and_errors_with_cors(
     api: Api, worker: None
 ) -> None:
+    # answered whatever the path: a browser asks before it learns whether a route exists
     preflight = await api.anon.options(
         "/lg/threads/x/runs/stream",
         headers={
@@ -84,26 +86,26 @@ async def test_a_listed_origin_gets_preflights_streams_and_errors_with_cors(
     assert thread.status_code == 200, thread.text
     assert thread.headers["access-control-allow-origin"] == ORIGIN
     # the SSE stream carries them, and exposes where the run is
+    tid = thread.json()["thread_id"]
+    said = {"messages": [{"role": "user", "content": "x"}]}
     async with api.anon.stream(
         "POST",
-        f"/lg/threads/{thread.json()['thread_id']}/runs/stream",
-        json={"assistant_id": "chatbot", "input": {"messages": [{"role": "user", "content": "x"}]}},
+        f"/lg/threads/{tid}/runs/stream",
+        json={"assistant_id": "chatbot", "input": said, "stream_resumable": True},
         headers=origin,
     ) as stream:
         assert stream.status_code == 200
         assert stream.headers["access-control-allow-origin"] == ORIGIN
         exposed = stream.headers["access-control-expose-headers"].split(", ")
         assert {"Location", "Content-Location"} <= set(exposed)
-        assert stream.headers["content-location"].endswith("/runs/" + _run_of(stream))
+        run_url = stream.headers["content-location"]
+        assert re.fullmatch(rf"(/lg)?/threads/{tid}/runs/[0-9a-f-]{{36}}", run_url), run_url
+        assert stream.headers["location"] == run_url + "/stream"
         await stream.aread()
     # an error, on /api as on /lg: the browser may read it
     refused = await api.anon.get("/api/chat/threads", headers={"Origin": ORIGIN})
     assert refused.status_code == 401
     assert refused.headers["access-control-allow-origin"] == ORIGIN
-
-
-def _run_of(response: httpx.Response) -> str:
-    return response.headers["content-location"].rsplit("/", 1)[1]
 
 
 async def test_an_origin_not_listed_gets_no_cors_header(api: Api) -> None:
