@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,15 @@ def _env_int(name: str, default: int) -> int:
 
 class SettingsError(ValueError):
     """A YUXI_* variable has a value yuxi cannot use."""
+
+
+# an origin as a browser sends it: scheme://host[:port], nothing after
+_ORIGIN = re.compile(r"https?://(\[[0-9a-f:.]+\]|[a-z0-9]([a-z0-9.-]*[a-z0-9])?)(:[0-9]{1,5})?")
+
+
+def _env_origins(name: str) -> tuple[str, ...]:
+    raw = os.environ.get(name) or ""
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,9 @@ class Settings:
     kb_upload_max_bytes: int = 512 * 1024 * 1024
     # API: where the LangGraph Platform-compatible routes are mounted (docs/langgraph.md)
     lg_prefix: str = "/lg"
+    # API: the browser origins that may call /api and /lg from another site (CORS); "*"
+    # for any, empty for none (yuxi/api/cors.py)
+    cors_origins: tuple[str, ...] = ()
 
     @property
     def pgdata(self) -> Path:
@@ -101,6 +114,7 @@ class Settings:
             kb_document_max_bytes=_env_int("YUXI_KB_DOCUMENT_MAX_BYTES", 100 * 1024 * 1024),
             kb_upload_max_bytes=_env_int("YUXI_KB_UPLOAD_MAX_BYTES", 512 * 1024 * 1024),
             lg_prefix=os.environ.get("YUXI_LG_PREFIX") or "/lg",
+            cors_origins=_env_origins("YUXI_CORS_ORIGINS"),
         ).validated()
 
     def validated(self) -> Settings:
@@ -142,4 +156,16 @@ class Settings:
             raise SettingsError("YUXI_POOL_TIMEOUT_SECONDS must be positive")
         if self.pool_min_size < 0 or self.pool_max_size < max(self.pool_min_size, 1):
             raise SettingsError("YUXI_POOL_MAX_SIZE must be at least YUXI_POOL_MIN_SIZE and 1")
+        _check_origins(self.cors_origins)
         return self
+
+
+def _check_origins(origins: tuple[str, ...]) -> None:
+    if "*" in origins and len(origins) > 1:
+        raise SettingsError("YUXI_CORS_ORIGINS is either * alone or a list of origins")
+    for origin in origins:
+        if origin != "*" and not _ORIGIN.fullmatch(origin):
+            raise SettingsError(
+                f"YUXI_CORS_ORIGINS: {origin!r} is not an origin; write scheme://host[:port]"
+                " in lower case, without a path or a trailing slash (https://chat.example.com)"
+            )

@@ -22,6 +22,20 @@ async def test_info_is_open_and_names_the_server(api: Api) -> None:
         assert (await anon.post("/lg/threads/search", json={})).status_code == 401
 
 
+async def test_without_cors_origins_no_cors_header_is_sent(api: Api) -> None:
+    """YUXI_CORS_ORIGINS unset (tests/browser/test_cors.py sets it): a browser on
+    another origin gets its preflight answered without any Access-Control-* header."""
+    assert api.settings.cors_origins == ()
+    origin = {"Origin": "https://chat.example.com"}
+    preflight = await api.anon.options(
+        "/lg/threads", headers={**origin, "Access-Control-Request-Method": "POST"}
+    )
+    answer = await api.anon.get("/lg/info", headers=origin)
+    assert (preflight.status_code, answer.status_code) == (204, 200)
+    for response in (preflight, answer):
+        assert not [k for k in response.headers if k.startswith("access-control-")]
+
+
 async def test_assistants_are_visible_top_level_agents(sdk: Clients) -> None:
     found = await sdk.alice.assistants.search()
     assert {a["assistant_id"] for a in found} == {"chatbot", "private"}

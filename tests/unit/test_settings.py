@@ -36,3 +36,30 @@ def test_a_bad_number_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("YUXI_PORT", "eighty")
     with pytest.raises(SettingsError, match="YUXI_PORT must be an integer, got 'eighty'"):
         Settings.from_env()
+
+
+def test_cors_origins_are_read_as_a_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("YUXI_CORS_ORIGINS", raising=False)
+    assert Settings.from_env().cors_origins == ()
+    monkeypatch.setenv("YUXI_CORS_ORIGINS", " https://chat.example.com, http://127.0.0.1:3000 ,")
+    assert Settings.from_env().cors_origins == ("https://chat.example.com", "http://127.0.0.1:3000")
+    monkeypatch.setenv("YUXI_CORS_ORIGINS", "*")
+    assert Settings.from_env().cors_origins == ("*",)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "chat.example.com",  # no scheme
+        "https://chat.example.com/",  # a trailing slash
+        "https://chat.example.com/app",  # a path
+        "ftp://chat.example.com",
+        "https://*.example.com",
+        "https://Chat.example.com",  # browsers send it in lower case
+        "*,https://chat.example.com",
+    ],
+)
+def test_a_bad_cors_origin_stops_the_start(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("YUXI_CORS_ORIGINS", value)
+    with pytest.raises(SettingsError, match="YUXI_CORS_ORIGINS"):
+        Settings.from_env()

@@ -11,8 +11,10 @@ from litestar.di import Provide
 from litestar.logging import LoggingConfig
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
+from litestar.types import ASGIApp
 
 from yuxi.api.access_log import AccessLog
+from yuxi.api.cors import Cors
 from yuxi.api.dependencies import caller, connection
 from yuxi.api.errors import EXCEPTION_HANDLERS
 from yuxi.api.event_hub import EventHub
@@ -135,7 +137,12 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
         # the root logger is the process's (yuxi's CLI sets it from YUXI_LOG_LEVEL)
         logging_config=LoggingConfig(configure_root_logger=False, log_exceptions="never"),
     )
-    # outermost, around litestar's own error handling: every response is logged
-    handler = HttpMetrics(app.asgi_handler) if count_requests else app.asgi_handler
+    # around litestar's own error handling: errors and streams carry CORS headers too
+    handler: ASGIApp = app.asgi_handler
+    if settings.cors_origins:
+        handler = Cors(handler, settings.cors_origins)
+    if count_requests:
+        handler = HttpMetrics(handler)
+    # outermost: every response is logged
     app.asgi_handler = AccessLog(handler)
     return app
