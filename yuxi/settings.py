@@ -68,6 +68,9 @@ class Settings:
     kb_upload_max_bytes: int = 512 * 1024 * 1024
     # API: where the LangGraph Platform-compatible routes are mounted (docs/langgraph.md)
     lg_prefix: str = "/lg"
+    # a LangGraph project (its langgraph.json, or the directory holding it) whose graphs
+    # are served as agent backends (docs/langgraph.md#bring-a-langgraphjson-project)
+    graphs: Path | None = None
 
     @property
     def pgdata(self) -> Path:
@@ -101,6 +104,7 @@ class Settings:
             kb_document_max_bytes=_env_int("YUXI_KB_DOCUMENT_MAX_BYTES", 100 * 1024 * 1024),
             kb_upload_max_bytes=_env_int("YUXI_KB_UPLOAD_MAX_BYTES", 512 * 1024 * 1024),
             lg_prefix=os.environ.get("YUXI_LG_PREFIX") or "/lg",
+            graphs=Path(os.environ["YUXI_GRAPHS"]) if os.environ.get("YUXI_GRAPHS") else None,
         ).validated()
 
     def validated(self) -> Settings:
