@@ -55,6 +55,20 @@ def make_graph(config):
     return StateGraph(Tally, context_schema=Units).add_node(count).add_edge(START, "count")
 """
 BROKEN = "import yuxi_missing_dependency_xyz\n\ngraph = None\n"
+# an async factory taking a ServerRuntime, as langgraph-api >= 0.7.31 calls it
+BUILT = """
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph_sdk.runtime import ServerRuntime
+
+
+async def make_graph(runtime: ServerRuntime):
+    built_for = runtime.access_context
+
+    def answer(state: MessagesState) -> dict:
+        return {"messages": [("ai", f"built for {built_for}")]}
+
+    return StateGraph(MessagesState).add_node(answer).add_edge(START, "answer").compile()
+"""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -67,8 +81,13 @@ def project(
     shutil.copytree(EXAMPLE, root)
     (root / "tally.py").write_text(TALLY)
     (root / "broken.py").write_text(BROKEN)
+    (root / "built.py").write_text(BUILT)
     config = json.loads((root / "langgraph.json").read_text())
-    config["graphs"] |= {"tally": "./tally.py:make_graph", "broken": "./broken.py:graph"}
+    config["graphs"] |= {
+        "tally": "./tally.py:make_graph",
+        "broken": "./broken.py:graph",
+        "built": "./built.py:make_graph",
+    }
     (root / "langgraph.json").write_text(json.dumps(config))
     request.module.API_SETTINGS = {"graphs": root}
     try:
@@ -93,7 +112,7 @@ def said(text: str) -> dict[str, Any]:
 async def test_graphs_are_assistants_with_their_own_schemas(sdk: Clients) -> None:
     for client in (sdk.alice, sdk.bob):  # visible to every user, like the built-in agents
         found = {a["graph_id"] for a in await client.assistants.search(limit=100)}
-        assert {"chatbot", "memory", "approval", "tally", "broken"} <= found
+        assert {"chatbot", "memory", "approval", "tally", "broken", "built"} <= found
     approval = await sdk.alice.assistants.get("approval")
     assert approval["metadata"]["backend_id"] == "approval"
     assert approval["description"] == "Drafts a post and publishes it once a person approves"
@@ -107,6 +126,8 @@ async def test_graphs_are_assistants_with_their_own_schemas(sdk: Clients) -> Non
     assert set(tally["input_schema"]["properties"]) == {"items", "total"}
     assert set(tally["output_schema"]["properties"]) == {"items", "total"}
     assert tally["context_schema"]["properties"]["unit"]["default"] == "item"
+    built = await sdk.alice.assistants.get_schemas("built")  # the factory, for reading
+    assert "messages" in built["input_schema"]["properties"]
 
     with pytest.raises(UnprocessableEntityError) as refused:
         await sdk.alice.assistants.get_schemas("broken")
@@ -161,6 +182,15 @@ async def test_a_graph_that_cannot_be_imported_fails_only_its_runs(
     chat = (await sdk.alice.threads.create())["thread_id"]
     values = await sdk.alice.runs.wait(chat, "chatbot", input=said("still here"))
     assert values["messages"][-1]["content"] == "echo: still here"
+    built = (await sdk.alice.threads.create())["thread_id"]
+    parts = [
+        part
+        async for part in sdk.alice.runs.stream(
+            built, "built", input=said("hi"), stream_mode="messages-tuple"
+        )
+    ]
+    texts = [p.data[0]["content"] for p in parts if p.event == "messages"]
+    assert "".join(texts) == "built for threads.create_run", parts
 
     # the worker's start imported every graph and logged the one that failed
     deadline = time.monotonic() + 10
@@ -186,6 +216,8 @@ async def test_the_memory_graph_asks_the_store(sdk: Clients, worker: Capture) ->
 
 
 async def test_a_graph_through_the_native_api(api: Api, worker: Capture) -> None:
+    agent = await api.alice.get("/api/agents/approval")
+    assert agent.status_code == 200 and agent.json()["backend_id"] == "approval", agent.text
     thread = await api.thread(agent="approval")
     run = await api.submit(thread, "the release notes")
     assert (await api.wait_run(run["run_id"]))["status"] == "interrupted"
