@@ -67,7 +67,6 @@ class GraphSpec:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _loaded: Any = field(default=None, repr=False)
     _error: str | None = field(default=None, repr=False)
-    _compiled: Any = field(default=None, repr=False)
 
     def load(self) -> Any:
         """The object the entry names (imported once; an import error is kept and
@@ -75,7 +74,7 @@ class GraphSpec:
         with self._lock:
             if self._error is None and self._loaded is None:
                 try:
-                    self._loaded = self._import()
+                    self._loaded = _compiled(self._import())
                 except Exception as error:
                     self._error = self._describe(error)
                     log.error(
@@ -170,11 +169,6 @@ class GraphSpec:
             if inspect.isawaitable(value):
                 value = await value
         if isinstance(value, StateGraph):
-            if value is loaded:
-                with self._lock:  # a module-level builder is compiled once
-                    if self._compiled is None:
-                        self._compiled = value.compile()
-                    return self._compiled
             return value.compile()
         if isinstance(value, Pregel):
             return value
@@ -182,6 +176,13 @@ class GraphSpec:
             f"{self.target} is {type(value).__name__}, not a compiled graph, a StateGraph"
             " or a factory returning one"
         )
+
+
+def _compiled(value: Any) -> Any:
+    """A module-level ``StateGraph`` compiled (once, at load); anything else as it is."""
+    from langgraph.graph import StateGraph
+
+    return value.compile() if isinstance(value, StateGraph) else value
 
 
 def _call_factory(factory: Any, config: dict[str, Any], store: Any, reading: bool) -> Any:
