@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from yuxi.agents.graphs import ProjectError, parse_dotenv, read_project
+from yuxi.agents.graphs import GraphLoadError, GraphSpec, ProjectError, parse_dotenv, read_project
 
 
 def test_dotenv_lines() -> None:
@@ -53,3 +53,16 @@ def test_up_refuses_a_project_without_langgraph_json(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stderr
     assert "no langgraph.json at" in result.stderr
     assert not (tmp_path / "home").exists()
+
+
+def test_a_load_error_names_no_host_directory(tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(f"open({str(tmp_path / 'missing.txt')!r})\n")
+    inside = GraphSpec("inside", "./agent.py:graph", tmp_path)
+    outside = GraphSpec("outside", f"{tmp_path}/gone.py:graph", tmp_path / "elsewhere")
+    for spec, why in ((inside, "FileNotFoundError"), (outside, "no file gone.py")):
+        with pytest.raises(GraphLoadError, match=why) as failed:
+            spec.load()
+        assert str(tmp_path) not in str(failed.value)
+        with pytest.raises(GraphLoadError) as again:  # imported once: the same error
+            spec.load()
+        assert str(again.value) == str(failed.value)

@@ -68,6 +68,14 @@ class GraphSpec:
     _loaded: Any = field(default=None, repr=False)
     _error: str | None = field(default=None, repr=False)
 
+    @property
+    def shown(self) -> str:
+        """The target as clients see it: never an absolute path of this host."""
+        where, _, attr = self.target.rpartition(":")
+        if where.startswith("/"):
+            return f"{Path(where).name}:{attr}"
+        return self.target
+
     def load(self) -> Any:
         """The object the entry names (imported once; an import error is kept and
         raised again as ``GraphLoadError``). Blocking: call it in a thread."""
@@ -78,11 +86,11 @@ class GraphSpec:
                 except Exception as error:
                     self._error = self._describe(error)
                     log.error(
-                        "graph %r (%s) failed to load: %s", self.graph_id, self.target, self._error
+                        "graph %r (%s) failed to load: %s", self.graph_id, self.shown, self._error
                     )
             if self._error is not None:
                 raise GraphLoadError(
-                    f"graph {self.graph_id!r} ({self.target}) failed to load: {self._error}"
+                    f"graph {self.graph_id!r} ({self.shown}) failed to load: {self._error}"
                 )
             return self._loaded
 
@@ -95,7 +103,7 @@ class GraphSpec:
         if where.endswith(".py") or "/" in where:
             path = (self.root / where).resolve()
             if not path.is_file():
-                raise FileNotFoundError(f"no file {where} in the project")
+                raise FileNotFoundError(f"no file {self.shown.rpartition(':')[0]}")
             root = self.root.resolve()
             shown = path.relative_to(root) if path.is_relative_to(root) else path.name
             # one module per file, whichever graphs name it
@@ -149,7 +157,7 @@ class GraphSpec:
         except Exception as error:
             why = self._describe(error)
             raise GraphLoadError(
-                f"graph {self.graph_id!r} ({self.target}) could not be built: {why}"
+                f"graph {self.graph_id!r} ({self.shown}) could not be built: {why}"
             ) from error
         update: dict[str, Any] = {"checkpointer": checkpointer}
         # the seam of the process-wide store: the executor hands it here, and every run of
@@ -173,7 +181,7 @@ class GraphSpec:
         if isinstance(value, Pregel):
             return value
         raise TypeError(
-            f"{self.target} is {type(value).__name__}, not a compiled graph, a StateGraph"
+            f"{self.shown} is {type(value).__name__}, not a compiled graph, a StateGraph"
             " or a factory returning one"
         )
 
@@ -299,7 +307,7 @@ def register_project(path: Path) -> Project:
                     "backend_id": key,
                     "name": key,
                     "spec": spec,
-                    "description": description or f"the graph {key} ({target})",
+                    "description": description or f"the graph {key}",
                 },
             )
             try:
