@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from yuxi.agents.graphs import GraphLoadError, GraphSpec, ProjectError, parse_dotenv, read_project
+from yuxi.agents.graphs import GraphLoadError, GraphSpec
+from yuxi.agents.project import ProjectError, parse_dotenv, read_project
 
 
 def test_dotenv_lines() -> None:

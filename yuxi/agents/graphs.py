@@ -1,31 +1,23 @@
-"""The graphs of a LangGraph project (``langgraph.json``) served as agent backends.
+"""The graphs of a LangGraph project (``langgraph.json``, read by ``project``) served
+as agent backends, one ``GraphAgent`` per graph id (the slug of the agent the API seeds
+for it).
 
-``{"graphs": {"agent": "./src/agent.py:graph"}, "dependencies": ["."], "env": ".env"}``:
-each key is a backend id (and the slug of the agent the API seeds for it); the value
-names a compiled graph, a ``StateGraph`` (compiled here) or a factory that returns one
-of them, sync or async, taking nothing, the run's ``RunnableConfig`` or a
-``ServerRuntime`` (langgraph-api's factory semantics). ``dependencies``: local paths
-(``.``, ``./src``) go on ``sys.path``; a package name must already be installed next to
-yuxi (nothing is installed; a missing one is logged at load). ``env``: a dotenv file or
-an object, applied to this process's environment at load (variables already set keep
-their values).
-
-Registering a project reads the file only; a graph's module is imported on first use
-(a run, its schemas) or by ``preload`` (a worker's start). A graph that fails to import
-fails its own runs with the import error; the other graphs and backends keep working.
-Nothing here imports LangGraph until a graph is loaded.
+A graph entry names a compiled graph, a ``StateGraph`` (compiled at load) or a factory
+that returns one of them, sync or async, taking nothing, the run's ``RunnableConfig`` or
+a ``ServerRuntime`` (langgraph-api's factory semantics). Registering a project reads
+the file only; a graph's module is imported on first use (a run, its schemas) or by
+``preload`` (a worker's start). A graph that fails to import fails its own runs with
+the import error; the other graphs and backends keep working. Nothing here imports
+LangGraph until a graph is loaded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
-import importlib.metadata
 import importlib.util
 import inspect
-import json
 import logging
-import os
 import re
 import sys
 import threading
@@ -35,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from yuxi.agents.base import BaseAgent
 from yuxi.agents.context import BaseContext
+from yuxi.agents.project import add_dependencies, apply_env, config_path, read_project
 from yuxi.agents.registry import get_backend, register_backend, unregister_backend
 
 if TYPE_CHECKING:
@@ -43,12 +36,6 @@ if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
 log = logging.getLogger("yuxi.agents.graphs")
-
-CONFIG_FILE = "langgraph.json"
-
-
-class ProjectError(ValueError):
-    """The project's ``langgraph.json`` cannot be used (the server does not start)."""
 
 
 class GraphLoadError(RuntimeError):
@@ -242,42 +229,6 @@ _projects: dict[Path, Project] = {}
 _projects_lock = threading.Lock()
 
 
-def config_path(path: Path) -> Path:
-    """The ``langgraph.json`` that ``path`` names (the file, or the directory holding it)."""
-    path = Path(path)
-    return path / CONFIG_FILE if path.is_dir() else path
-
-
-def read_project(path: Path) -> tuple[Path, dict[str, Any]]:
-    """The project's directory and its parsed configuration (``ProjectError`` naming
-    what is wrong)."""
-    file = config_path(path)
-    try:
-        config = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ProjectError(f"no {CONFIG_FILE} at {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ProjectError(f"cannot read {file}: {error}") from None
-    if not isinstance(config, dict):
-        raise ProjectError(f"{file} must hold a JSON object")
-    graphs = config.get("graphs")
-    if not isinstance(graphs, dict) or not graphs:
-        raise ProjectError(f'{file} needs "graphs": {{"id": "./file.py:variable", ...}}')
-    for key, value in graphs.items():
-        target = value.get("path") if isinstance(value, dict) else value
-        if not isinstance(target, str):
-            raise ProjectError(
-                f'graph {key!r} in {file} must be "./file.py:variable" or {{"path": ...}}'
-            )
-    dependencies = config.get("dependencies", [])
-    if not isinstance(dependencies, list) or not all(isinstance(d, str) for d in dependencies):
-        raise ProjectError(f'"dependencies" in {file} must be a list of strings')
-    env = config.get("env")
-    if env is not None and not isinstance(env, (str, dict)):
-        raise ProjectError(f'"env" in {file} must be a file name or an object')
-    return file.parent, config
-
-
 def register_project(path: Path) -> Project:
     """Reads the project, applies its ``env`` and ``dependencies`` and registers one
     backend per graph (once per process: a second call returns the same project). A
@@ -288,8 +239,8 @@ def register_project(path: Path) -> Project:
         if resolved in _projects:
             return _projects[resolved]
         root, config = read_project(path)
-        _apply_env(root, config.get("env"))
-        _add_dependencies(root, config.get("dependencies", []))
+        apply_env(root, config.get("env"))
+        add_dependencies(root, config.get("dependencies", []))
         graphs: dict[str, GraphSpec] = {}
         for key, value in config["graphs"].items():
             target = value["path"] if isinstance(value, dict) else value
@@ -341,60 +292,6 @@ def preload(project: Project) -> dict[str, str]:
         except GraphLoadError as error:
             failed[key] = str(error)
     return failed
-
-
-def _apply_env(root: Path, env: str | dict[str, Any] | None) -> None:
-    if env is None:
-        return
-    if isinstance(env, str):
-        file = root / env
-        try:
-            values = parse_dotenv(file.read_text(encoding="utf-8"))
-        except OSError as error:
-            log.warning("env file %s of the project not read: %s", env, error.strerror or error)
-            return
-    else:
-        values = {str(k): "" if v is None else str(v) for k, v in env.items()}
-    for key, value in values.items():
-        os.environ.setdefault(key, value)
-    # the names only: values may be secrets
-    log.info("project environment: %d variable(s) (%s)", len(values), ", ".join(sorted(values)))
-
-
-def parse_dotenv(text: str) -> dict[str, str]:
-    """``KEY=value`` lines (``export`` allowed, ``#`` comments, quoted values)."""
-    values: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.removeprefix("export ").partition("=")
-        key, value = key.strip(), value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            value = value[1:-1]
-        elif " #" in value:
-            value = value.split(" #", 1)[0].rstrip()
-        if key:
-            values[key] = value
-    return values
-
-
-def _add_dependencies(root: Path, dependencies: list[str]) -> None:
-    for dependency in dependencies:
-        if dependency.startswith((".", "/")):
-            path = str((root / dependency).resolve())
-            if path not in sys.path:
-                sys.path.insert(0, path)
-            continue
-        name = re.split(r"[\s<>=!~\[;@]", dependency, maxsplit=1)[0]
-        try:
-            importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            log.error(
-                "project dependency %r is not installed; yuxi installs nothing: install it"
-                " into yuxi's environment (graphs that import it fail)",
-                dependency,
-            )
 
 
 class GraphAgent(BaseAgent):

@@ -115,7 +115,7 @@ def _graphs_or_exit(settings: Settings) -> None:
     graphs are imported later (one that fails fails its own runs)."""
     if settings.graphs is None:
         return
-    from yuxi.agents.graphs import ProjectError, read_project
+    from yuxi.agents.project import ProjectError, read_project
 
     try:
         read_project(settings.graphs)
