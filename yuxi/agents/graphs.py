@@ -72,9 +72,6 @@ class GraphSpec:
                     self._loaded = _compiled(self._import())
                 except Exception as error:
                     self._error = self._describe(error)
-                    log.error(
-                        "graph %r (%s) failed to load: %s", self.graph_id, self.shown, self._error
-                    )
             if self._error is not None:
                 raise GraphLoadError(
                     f"graph {self.graph_id!r} ({self.shown}) failed to load: {self._error}"
@@ -283,13 +280,14 @@ def unregister_project(path: Path) -> None:
 
 
 def preload(project: Project) -> dict[str, str]:
-    """Imports every graph of the project (blocking), logging each that fails; returns
-    the failures by graph id."""
+    """Imports every graph of the project (blocking), logging each that fails with its
+    error; returns the failures by graph id."""
     failed: dict[str, str] = {}
     for key, spec in project.graphs.items():
         try:
             spec.load()
         except GraphLoadError as error:
+            log.error("%s; its runs fail with this error", error)
             failed[key] = str(error)
     return failed
 
