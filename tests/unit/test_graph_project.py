@@ -67,3 +67,9 @@ def test_a_load_error_names_no_host_directory(tmp_path: Path) -> None:
         with pytest.raises(GraphLoadError) as again:  # imported once: the same error
             spec.load()
         assert str(again.value) == str(failed.value)
+
+
+def test_a_module_that_exits_at_import_fails_its_graph_only(tmp_path: Path) -> None:
+    (tmp_path / "leaves.py").write_text("import sys\nsys.exit(3)\n")
+    with pytest.raises(GraphLoadError, match="SystemExit: 3"):
+        GraphSpec("leaves", "./leaves.py:graph", tmp_path).load()

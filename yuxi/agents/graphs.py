@@ -70,7 +70,7 @@ class GraphSpec:
             if self._error is None and self._loaded is None:
                 try:
                     self._loaded = _compiled(self._import())
-                except Exception as error:
+                except (Exception, SystemExit) as error:  # a module may even exit
                     self._error = self._describe(error)
             if self._error is not None:
                 raise GraphLoadError(
@@ -306,7 +306,14 @@ class GraphAgent(BaseAgent):
         checkpointer: BaseCheckpointSaver[Any] | None = None,
         store: BaseStore | None = None,
     ) -> CompiledStateGraph[Any, Any, Any, Any]:
-        config = {"configurable": {"thread_id": context.thread_id, "run_id": context.run_id}}
+        # what the run's own config carries (yuxi.runtime.executor), for a factory
+        config = {
+            "configurable": {
+                "thread_id": context.thread_id,
+                "run_id": context.run_id,
+                "langgraph_auth_user_id": context.uid,
+            }
+        }
         return await self.spec.graph(config, checkpointer=checkpointer, store=store)
 
     def run_context(self, graph: Any) -> Any:
