@@ -81,6 +81,9 @@ class Settings:
     # API: the browser origins that may call /api and /lg from another site (CORS); "*"
     # for any, empty for none (yuxi/api/cors.py)
     cors_origins: tuple[str, ...] = ()
+    # a LangGraph project (its langgraph.json, or the directory holding it) whose graphs
+    # are served as agent backends (docs/langgraph.md#bring-a-langgraphjson-project)
+    graphs: Path | None = None
 
     @property
     def pgdata(self) -> Path:
@@ -115,6 +118,7 @@ class Settings:
             kb_upload_max_bytes=_env_int("YUXI_KB_UPLOAD_MAX_BYTES", 512 * 1024 * 1024),
             lg_prefix=os.environ.get("YUXI_LG_PREFIX") or "/lg",
             cors_origins=_env_origins("YUXI_CORS_ORIGINS"),
+            graphs=Path(os.environ["YUXI_GRAPHS"]) if os.environ.get("YUXI_GRAPHS") else None,
         ).validated()
 
     def validated(self) -> Settings:

@@ -70,6 +70,11 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
         await pool.open()
         await saver_pool.open()
         await hub.start()
+        if settings.graphs is not None:
+            # a langgraph.json project: its graphs' backends and agents (nothing imported)
+            from yuxi.runtime.graphs import serve_graphs
+
+            await serve_graphs(pool, settings.graphs)
         app.state.yuxi = AppState(
             settings,
             pool,

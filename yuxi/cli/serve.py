@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
 import signal
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import click
 
@@ -22,13 +24,23 @@ from yuxi.settings import Settings
 
 @click.command()
 @click.option("--port", type=int, default=None, help="HTTP port (default: YUXI_PORT or 8000).")
-def up(port: int | None) -> None:
+@click.option(
+    "--graphs",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="Serve the graphs of this LangGraph project (its langgraph.json, or the directory"
+    " holding it) as agents (default: YUXI_GRAPHS).",
+)
+def up(port: int | None, graphs: Path | None) -> None:
     """Run everything in one process: PostgreSQL (embedded unless YUXI_DATABASE_URL is
     set), migrations, the default `chatbot` agent and an `admin` user on first start,
     the HTTP API and a worker. Ctrl-C stops it cleanly; a restart keeps all data."""
     gc.disable()  # until the API has started: see serve_api
     stop = _catch_stop_signals()
     settings = settings_or_exit(port)
+    if graphs is not None:
+        settings = dataclasses.replace(settings, graphs=graphs)
+    _graphs_or_exit(settings)
     where = (
         "external database"
         if settings.database_url
@@ -75,6 +87,7 @@ def api(port: int | None) -> None:
     gc.disable()  # until the API has started: see serve_api
     stop = _catch_stop_signals()
     settings = settings_or_exit(port)
+    _graphs_or_exit(settings)
     url = database_url_or_exit(settings)
     _configure_logging()
     _ready(settings, url)
@@ -95,6 +108,19 @@ async def _together(*services: Awaitable[None]) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _graphs_or_exit(settings: Settings) -> None:
+    """A project given (--graphs, YUXI_GRAPHS) must have a usable langgraph.json; its
+    graphs are imported later (one that fails fails its own runs)."""
+    if settings.graphs is None:
+        return
+    from yuxi.agents.project import ProjectError, read_project
+
+    try:
+        read_project(settings.graphs)
+    except ProjectError as error:
+        raise click.ClickException(str(error)) from None
 
 
 def _ready(settings: Settings, url: str) -> None:
@@ -154,6 +180,7 @@ def worker(metrics_port: int | None, metrics_host: str | None) -> None:
 
     stop = _catch_stop_signals()
     settings = settings_or_exit()
+    _graphs_or_exit(settings)
     url = database_url_or_exit(settings)
     _configure_logging()
     _ready(settings, url)

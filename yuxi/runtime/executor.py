@@ -32,6 +32,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from yuxi.agents.base import BaseAgent
 from yuxi.agents.context import BaseContext
+from yuxi.agents.graphs import GraphAgent
 from yuxi.agents.models import RegisteredModel, model_capabilities
 from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.agents.services import KnowledgeAccess, RunServices, run_services
@@ -69,6 +70,7 @@ from yuxi.runtime.child_runs import ChildRuns
 from yuxi.runtime.events import EventWriter
 from yuxi.runtime.graph_io import (
     RUN_KEY,
+    final_values_text,
     graph_input,
     interrupt_of,
     interrupt_payload,
@@ -287,7 +289,7 @@ class RunExecutor:
                     claim, agent, prepared, events, usage, connections, trees
                 )
                 with run_services(lent):
-                    outcome = await self._stream(claim, graph, prepared.context, events)
+                    outcome = await self._stream(claim, graph, prepared.context, events, agent)
                 if trees.workdir is not None:  # what was written there directly
                     await trees.workdir.push(writer_uid=claim.run.uid, writer_run=run_id)
                 return outcome
@@ -472,12 +474,19 @@ class RunExecutor:
         graph: CompiledStateGraph[Any, Any, Any, Any],
         context: BaseContext,
         events: EventWriter,
+        agent: BaseAgent,
     ) -> Outcome:
         """Streams the graph from the run's input to its end or an interrupt. A later
         attempt continues from the checkpoint its run's earlier attempts left: what they
         produced is not produced again, and what of it the run's events miss (written
         after their last batch) is sent first; a graph that already ended is not
-        streamed at all."""
+        streamed at all.
+
+        A project's graph (``GraphAgent``) gets its own context, not yuxi's; what it
+        produced is read from its checkpoint (its nodes may return messages as dicts),
+        and one that produced no AI message replies with its final values as JSON."""
+        user_graph = isinstance(agent, GraphAgent)
+        run_context = agent.run_context(graph) if isinstance(agent, GraphAgent) else context
         # a LangGraph client's own config.configurable keys (never Context fields)
         passed = claim.input.payload.get("configurable") or {}
         config: RunnableConfig = {
@@ -485,6 +494,8 @@ class RunExecutor:
             "metadata": {RUN_KEY: str(claim.run.run_id)},
             "recursion_limit": max(context.max_execution_steps, 1) * 2 + 1,
         }
+        if user_graph:  # who runs it, as LangGraph's server tells a graph
+            config["configurable"]["langgraph_auth_user_id"] = str(claim.run.uid)
         earlier = await resumed(graph, config, claim) if claim.lease.attempt_no > 1 else None
         produced: list[BaseMessage] = []
         interrupts: list[Interrupt] = []
@@ -506,7 +517,7 @@ class RunExecutor:
             async for part in graph.astream(
                 first_input,
                 config,
-                context=context,
+                context=run_context,
                 stream_mode="updates",
                 version="v2",
                 durability="sync",
@@ -524,12 +535,20 @@ class RunExecutor:
         if earlier is not None:
             # what the run produced over all its attempts, as the checkpoint holds it
             produced = produced_since(await graph.aget_state(config), earlier.before)
+        elif user_graph:
+            found = await resumed(graph, config, claim)
+            produced = found.earlier if found is not None else produced
         if interrupts:
             await events.add(RunEvent("interrupt", interrupt_payload(interrupts)))
             return Outcome(RunStatus.INTERRUPTED, [stored_message(m) for m in produced])
+        stored = [stored_message(m) for m in produced]
         if not any(isinstance(m, AIMessage) for m in produced):
-            raise RunFailure("no_output", "the agent finished without a reply")
-        return Outcome(RunStatus.COMPLETED, [stored_message(m) for m in produced])
+            if not user_graph:
+                raise RunFailure("no_output", "the agent finished without a reply")
+            reply = final_values_text((await graph.aget_state(config)).values)
+            events.message_chunk(f"yuxi-values-{claim.run.run_id}", reply)
+            stored.append(OutputMessage("assistant", reply, {"graph_values": True}))
+        return Outcome(RunStatus.COMPLETED, stored)
 
     async def _events_so_far(self, claim: RunClaim) -> list[StoredEvent]:
         """The events the run's earlier attempts wrote."""

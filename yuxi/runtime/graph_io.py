@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from uuid import uuid4
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, Interrupt, StateSnapshot
 
@@ -96,6 +97,9 @@ async def graph_input(
         text = task if isinstance(task, str) else json.dumps(payload, sort_keys=True)
     else:
         text = claim.input.text or ""
+    keys = input_keys(graph)
+    if keys is None or "messages" not in keys:
+        return keyed_input(text, keys)
     # a stable id: a re-sent input replaces itself instead of appearing twice
     message_id = f"yuxi-input-{run.run_id}"
     if state is not None and state.next:
@@ -104,6 +108,46 @@ async def graph_input(
             return None
     content: Any = [{"type": "text", "text": text}, *images] if images else text
     return {"messages": [{"role": "user", "content": content, "id": message_id}]}
+
+
+class GraphInputError(ValueError):
+    """The run's message cannot be the input of a graph without ``messages``."""
+
+
+def input_keys(graph: Any) -> list[str] | None:
+    """The keys of a state graph's input; None for a graph without a state schema (the
+    functional API's ``entrypoint``), whose input is one value."""
+    builder = getattr(graph, "builder", None)
+    schemas = getattr(builder, "schemas", None)
+    schema = getattr(builder, "input_schema", None)
+    if not isinstance(schemas, dict) or schema not in schemas:
+        return None
+    return list(schemas[schema])
+
+
+def keyed_input(text: str, keys: list[str] | None) -> Any:
+    """The input of a graph whose state has no ``messages``: the message's text as
+    JSON (an object of the graph's input keys); a graph without a state schema takes any
+    JSON value, or the text itself."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        if keys is None:
+            return text
+        value = None
+    if keys is not None and not isinstance(value, dict):
+        raise GraphInputError(
+            f"this graph takes no messages: send its input ({', '.join(keys)}) as a JSON object"
+        )
+    return value
+
+
+def final_values_text(values: Any) -> str:
+    """The reply of a graph that produced no AI message: its final values (messages
+    left out) as JSON."""
+    if isinstance(values, dict):
+        values = {k: v for k, v in values.items() if k != "messages"}
+    return json.dumps(jsonable(values), ensure_ascii=False, sort_keys=True)
 
 
 def resume_value(value: Any, pending: tuple[Interrupt, ...] | list[Interrupt]) -> Any:
@@ -167,7 +211,22 @@ def messages_of(update: Any) -> list[BaseMessage]:
     messages = update.get("messages") or []
     if not isinstance(messages, list):
         messages = [messages]
+    if not all(isinstance(m, BaseMessage) for m in messages):
+        # a project's graph may return messages as dicts, tuples or text
+        messages = [_message(m) for m in messages]
     return [m for m in messages if isinstance(m, (AIMessage, ToolMessage))]
+
+
+def _message(value: Any) -> Any:
+    if isinstance(value, BaseMessage):
+        return value
+    try:
+        message = convert_to_messages([value])[0]
+    except (ValueError, TypeError, NotImplementedError):
+        return value
+    if message.id is None:
+        message.id = f"lc-{uuid4()}"
+    return message
 
 
 def stored_message(message: BaseMessage) -> OutputMessage:

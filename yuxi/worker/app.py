@@ -152,11 +152,34 @@ async def open_runtime(
 
         stack = RunStack(executor)
         runs = InFlightRuns(stack.executor, settings.worker_concurrency)
-        yield WorkerRuntime(pool, stack, runs, (pool, saver_pool), settings.home.resolve())
+        graphs = None if settings.graphs is None else _load_graphs(stack, settings.graphs)
+        try:
+            yield WorkerRuntime(pool, stack, runs, (pool, saver_pool), settings.home.resolve())
+        finally:
+            if graphs is not None:
+                graphs.cancel()
+                await asyncio.gather(graphs, return_exceptions=True)
     finally:
         await watcher.stop()
         await saver_pool.close()
         await pool.close()
+
+
+def _load_graphs(stack: RunStack, path: Path) -> asyncio.Task[None]:
+    """The project's graphs as backends of this worker (now: a bad langgraph.json ends
+    the start), imported once the stack is loaded (an import error is logged; that
+    graph's runs fail with it)."""
+    from yuxi.agents.graphs import register_project
+
+    register_project(path)
+
+    async def load() -> None:
+        from yuxi.runtime.graphs import preload_graphs
+
+        await stack.loaded()
+        await preload_graphs(path)
+
+    return asyncio.create_task(load())
 
 
 def build_app(url: str, runtime: WorkerRuntime, settings: Settings, recovery: Recovery) -> App:

@@ -11,6 +11,7 @@ from litestar.params import FromPath, JSONBody
 from psycopg import AsyncConnection
 
 from yuxi.api.lg import access
+from yuxi.api.lg.graph_schemas import graph_schemas
 from yuxi.api.lg.views import assistant_view
 from yuxi.queue.callers import User
 from yuxi.queue.errors import InvalidInput
@@ -106,6 +107,8 @@ async def get_schemas(
             "properties": {"configurable": schema},
         },
         "context_schema": schema,
+        # a langgraph.json project's graph: its own schemas
+        **await graph_schemas(agent),
     }
 
 
