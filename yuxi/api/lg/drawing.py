@@ -97,8 +97,13 @@ async def assistant_graph(
 ) -> dict[str, Any]:
     depth = _xray(xray)
     graph = await _graph(await access.assistant_row(conn, user, assistant_id))
-    drawn = await graph.aget_graph(xray=depth)
-    return drawn.to_json()
+    try:
+        drawn = await graph.aget_graph(xray=depth)
+        return drawn.to_json()
+    except Exception as error:  # e.g. NotImplementedError: a graph LangGraph cannot draw
+        raise Refused(
+            f"the graph of assistant {assistant_id} cannot be drawn ({type(error).__name__})"
+        ) from None
 
 
 async def _subgraphs(
@@ -106,10 +111,15 @@ async def _subgraphs(
 ) -> dict[str, Any]:
     graph = await _graph(await access.assistant_row(conn, user, assistant_id))
     found: dict[str, Any] = {}
-    async for name, subgraph in graph.aget_subgraphs(
-        namespace=namespace, recurse=recurse in ("true", "True")
-    ):
-        found[name] = _schemas(subgraph)
+    try:
+        async for name, subgraph in graph.aget_subgraphs(
+            namespace=namespace, recurse=recurse in ("true", "True")
+        ):
+            found[name] = _schemas(subgraph)
+    except Exception as error:  # a node LangGraph cannot look into
+        raise Refused(
+            f"the subgraphs of assistant {assistant_id} cannot be listed ({type(error).__name__})"
+        ) from None
     return found
 
 
