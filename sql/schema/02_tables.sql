@@ -72,7 +72,12 @@ CREATE TABLE yuxi.agents (
     max_run_attempts  integer NOT NULL DEFAULT 1 CHECK (max_run_attempts BETWEEN 1 AND 10),
     created_at        timestamptz NOT NULL DEFAULT now(),
     updated_at        timestamptz NOT NULL DEFAULT now(),
-    deleted_at        timestamptz
+    deleted_at        timestamptz,
+    -- the version the agent is at (yuxi.agent_versions): a new one with each change of
+    -- its name, description, backend, configuration or metadata
+    version           integer NOT NULL DEFAULT 1 CHECK (version >= 1),
+    -- free metadata (the LangGraph API's assistant metadata)
+    metadata          jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(metadata) = 'object')
 );
 
 CREATE TABLE yuxi.agent_shares (
@@ -86,6 +91,22 @@ COMMENT ON COLUMN yuxi.agents.max_run_attempts IS
     'Attempts a run may take: after a lost lease a run with budget left continues from its checkpoint';
 COMMENT ON TABLE yuxi.agent_shares IS
     'The users who see an agent whose share_scope is selected';
+
+-- Every version of an agent: what it was named, described, built from and configured
+-- with. Written by the triggers on yuxi.agents only (04_agents.sql), whoever changes it.
+CREATE TABLE yuxi.agent_versions (
+    agent_slug   text NOT NULL REFERENCES yuxi.agents (slug) ON DELETE CASCADE,
+    version      integer NOT NULL CHECK (version >= 1),
+    name         text NOT NULL,
+    description  text NOT NULL,
+    backend_id   text NOT NULL,
+    config_json  jsonb NOT NULL,
+    metadata     jsonb NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (agent_slug, version)
+);
+COMMENT ON TABLE yuxi.agent_versions IS
+    'The history of an agent: one row per version of its name, description, backend, config and metadata (written by triggers on yuxi.agents)';
 
 -- The conversation row is the per-thread lock: every queue operation on a thread
 -- starts with SELECT ... FOR UPDATE on it.

@@ -70,7 +70,7 @@ COMMENT ON FUNCTION yuxi.agent_seed(text, text, text, jsonb, text) IS
 CREATE FUNCTION yuxi.agent_save(
     p_create boolean, p_slug text, p_name text, p_description text, p_backend_id text,
     p_config jsonb, p_share_scope text, p_shared_with uuid[], p_is_subagent boolean,
-    p_max_run_attempts integer
+    p_max_run_attempts integer, p_metadata jsonb DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -90,11 +90,14 @@ BEGIN
         RAISE EXCEPTION 'max_run_attempts must be between 1 and 10'
             USING ERRCODE = 'YV001', HINT = 'invalid_input';
     END IF;
+    IF jsonb_typeof(coalesce(p_metadata, '{}')) <> 'object' THEN
+        RAISE EXCEPTION 'metadata must be an object' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
     IF p_create THEN
         INSERT INTO yuxi.agents (slug, name, description, backend_id, config_json, share_scope,
-                                 is_subagent, max_run_attempts)
+                                 is_subagent, max_run_attempts, metadata)
         VALUES (p_slug, p_name, coalesce(p_description, ''), p_backend_id, p_config, p_share_scope,
-                coalesce(p_is_subagent, false), p_max_run_attempts)
+                coalesce(p_is_subagent, false), p_max_run_attempts, coalesce(p_metadata, '{}'))
         ON CONFLICT (slug) DO NOTHING;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'agent % already exists', p_slug USING ERRCODE = 'YQ011', HINT = 'agent_exists';
@@ -104,7 +107,7 @@ BEGIN
         SET name = p_name, description = coalesce(p_description, ''), backend_id = p_backend_id,
             config_json = p_config, share_scope = p_share_scope,
             is_subagent = coalesce(p_is_subagent, false), max_run_attempts = p_max_run_attempts,
-            updated_at = now()
+            metadata = coalesce(p_metadata, metadata), updated_at = now()
         WHERE slug = p_slug AND deleted_at IS NULL;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'agent % not found', p_slug USING ERRCODE = 'YN001', HINT = 'not_found';
@@ -117,8 +120,8 @@ BEGIN
     ON CONFLICT DO NOTHING;
 END;
 $$;
-COMMENT ON FUNCTION yuxi.agent_save(boolean, text, text, text, text, jsonb, text, uuid[], boolean, integer) IS
-    'Creates (p_create) or updates an agent and the users it is shared with. Raises invalid_input (YV001), agent_exists (YQ011), not_found (YN001)';
+COMMENT ON FUNCTION yuxi.agent_save(boolean, text, text, text, text, jsonb, text, uuid[], boolean, integer, jsonb) IS
+    'Creates (p_create) or updates an agent and the users it is shared with; p_metadata NULL keeps it (empty on create). Raises invalid_input (YV001), agent_exists (YQ011), not_found (YN001)';
 
 -- Replaces only an agent's configuration (what the console's configuration form saves),
 -- leaving its name, sharing and retry budget as they are; one UPDATE, so a concurrent
@@ -140,6 +143,134 @@ END;
 $$;
 COMMENT ON FUNCTION yuxi.agent_set_config(text, jsonb) IS
     'Replaces a live agent''s config_json and nothing else. Raises invalid_input (YV001), not_found (YN001)';
+
+-- Changes the given settings of a live agent and keeps the others (NULL: unchanged):
+-- p_context replaces config_json.context, p_metadata is merged into its metadata. One
+-- UPDATE, so concurrent changes of other settings are never undone by it.
+CREATE FUNCTION yuxi.agent_update(
+    p_slug text, p_name text DEFAULT NULL, p_description text DEFAULT NULL,
+    p_backend_id text DEFAULT NULL, p_context jsonb DEFAULT NULL, p_metadata jsonb DEFAULT NULL
+) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_name IS NOT NULL AND (p_name ~ '^[[:space:]]*$' OR length(p_name) > 200) THEN
+        RAISE EXCEPTION 'an agent name is 1-200 characters' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF p_context IS NOT NULL AND jsonb_typeof(p_context) <> 'object' THEN
+        RAISE EXCEPTION 'context must be an object' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    IF p_metadata IS NOT NULL AND jsonb_typeof(p_metadata) <> 'object' THEN
+        RAISE EXCEPTION 'metadata must be an object' USING ERRCODE = 'YV001', HINT = 'invalid_input';
+    END IF;
+    UPDATE yuxi.agents
+    SET name = coalesce(p_name, name), description = coalesce(p_description, description),
+        backend_id = coalesce(p_backend_id, backend_id),
+        config_json = CASE WHEN p_context IS NULL THEN config_json
+                           ELSE jsonb_set(config_json, '{context}', p_context) END,
+        metadata = metadata || coalesce(p_metadata, '{}'), updated_at = now()
+    WHERE slug = p_slug AND deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'agent % not found', p_slug USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.agent_update(text, text, text, text, jsonb, jsonb) IS
+    'Changes the given settings of a live agent (NULL keeps one): name, description, backend, config_json.context (replaced), metadata (merged); a new version. Raises invalid_input (YV001), not_found (YN001)';
+
+-- Soft-deletes a live agent: nobody sees it any more, its runs fail, its slug stays taken.
+CREATE FUNCTION yuxi.agent_delete(p_slug text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE yuxi.agents SET deleted_at = now(), updated_at = now()
+    WHERE slug = p_slug AND deleted_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'agent % not found', p_slug USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.agent_delete(text) IS
+    'Soft-deletes a live agent (its slug stays taken). Raises not_found (YN001)';
+
+-- Makes an earlier (or later) version the agent's current one: its name, description,
+-- backend, configuration and metadata come back as they were; no version is added.
+CREATE FUNCTION yuxi.agent_set_version(p_slug text, p_version integer) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v yuxi.agent_versions;
+BEGIN
+    SELECT * INTO v FROM yuxi.agent_versions WHERE agent_slug = p_slug AND version = p_version;
+    IF NOT FOUND OR NOT EXISTS (SELECT 1 FROM yuxi.agents WHERE slug = p_slug AND deleted_at IS NULL) THEN
+        RAISE EXCEPTION 'agent % has no version %', p_slug, p_version
+            USING ERRCODE = 'YN001', HINT = 'not_found';
+    END IF;
+    UPDATE yuxi.agents
+    SET version = v.version, name = v.name, description = v.description,
+        backend_id = v.backend_id, config_json = v.config_json, metadata = v.metadata,
+        updated_at = now()
+    WHERE slug = p_slug AND deleted_at IS NULL;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.agent_set_version(text, integer) IS
+    'Makes version p_version the live agent''s current one (its settings as they were then; no new version). Raises not_found (YN001)';
+
+-- The versions of an agent p_uid may see, newest first.
+CREATE FUNCTION yuxi.agent_version_list(p_uid uuid, p_slug text)
+RETURNS TABLE (version integer, name text, description text, backend_id text,
+               config_json jsonb, metadata jsonb, created_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT v.version, v.name, v.description, v.backend_id, v.config_json, v.metadata, v.created_at
+    FROM yuxi.agent_versions v
+    WHERE v.agent_slug = p_slug AND yuxi.agent_visible_to(p_slug, p_uid)
+    ORDER BY v.version DESC
+$$;
+COMMENT ON FUNCTION yuxi.agent_version_list(uuid, text) IS
+    'The versions of an agent the user may see, newest first; none for an agent they cannot see';
+
+-- A change of an agent's name, description, backend, configuration or metadata is a new
+-- version (one more than the newest, under the agent's row lock); a change of
+-- agents.version itself moves to a version that exists (yuxi.agent_set_version).
+CREATE FUNCTION yuxi.agent_version_next() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.version IS DISTINCT FROM OLD.version THEN
+        IF NOT EXISTS (SELECT 1 FROM yuxi.agent_versions
+                       WHERE agent_slug = NEW.slug AND version = NEW.version) THEN
+            RAISE EXCEPTION 'agent % has no version %', NEW.slug, NEW.version
+                USING ERRCODE = 'YN001', HINT = 'not_found';
+        END IF;
+    ELSIF (NEW.name, NEW.description, NEW.backend_id, NEW.config_json, NEW.metadata)
+          IS DISTINCT FROM (OLD.name, OLD.description, OLD.backend_id, OLD.config_json, OLD.metadata) THEN
+        NEW.version := coalesce((SELECT max(version) FROM yuxi.agent_versions
+                                 WHERE agent_slug = NEW.slug), OLD.version) + 1;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.agent_version_next() IS
+    'Trigger: a changed agent gets the next version number; a moved version must exist';
+
+CREATE TRIGGER agent_version_next BEFORE UPDATE ON yuxi.agents
+    FOR EACH ROW EXECUTE FUNCTION yuxi.agent_version_next();
+
+CREATE FUNCTION yuxi.agent_version_record() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO yuxi.agent_versions (agent_slug, version, name, description, backend_id,
+                                     config_json, metadata)
+    VALUES (NEW.slug, NEW.version, NEW.name, NEW.description, NEW.backend_id,
+            NEW.config_json, NEW.metadata)
+    ON CONFLICT (agent_slug, version) DO NOTHING;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION yuxi.agent_version_record() IS
+    'Trigger: records a new agent, or an agent''s new version, in yuxi.agent_versions';
+
+CREATE TRIGGER agent_version_created AFTER INSERT ON yuxi.agents
+    FOR EACH ROW EXECUTE FUNCTION yuxi.agent_version_record();
+CREATE TRIGGER agent_version_changed AFTER UPDATE ON yuxi.agents
+    FOR EACH ROW WHEN (OLD.version IS DISTINCT FROM NEW.version)
+    EXECUTE FUNCTION yuxi.agent_version_record();
 
 -- Every agent, deleted ones included (a deleted slug still cannot be created again).
 -- shared_with lists the live users of a `selected` agent's shares: deleted users no

@@ -363,3 +363,19 @@ END;
 $$;
 COMMENT ON FUNCTION yuxi.lg_temporary_sweep(integer) IS
     'Maintenance: deletes the threads of stateless runs whose runs have all ended; how many';
+
+-- The assistants of p_uid (or the one named p_slug): the live, non-subagent agents they
+-- may see, with their version and metadata.
+CREATE FUNCTION yuxi.lg_assistants(p_uid uuid, p_slug text DEFAULT NULL)
+RETURNS TABLE (slug text, name text, description text, backend_id text, config_json jsonb,
+               metadata jsonb, version integer, created_at timestamptz, updated_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT a.slug, a.name, a.description, a.backend_id, a.config_json, a.metadata, a.version,
+           a.created_at, a.updated_at
+    FROM yuxi.agents a
+    WHERE a.deleted_at IS NULL AND NOT a.is_subagent AND (p_slug IS NULL OR a.slug = p_slug)
+      AND yuxi.agent_visible_to(a.slug, p_uid)
+    ORDER BY a.slug
+$$;
+COMMENT ON FUNCTION yuxi.lg_assistants(uuid, text) IS
+    'LangGraph API: the assistants a user may see (live, non-subagent agents), or one of them, with version and metadata';

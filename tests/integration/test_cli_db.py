@@ -1,7 +1,8 @@
 """``yuxi db …`` as a real process: ``migrate`` seeds the built-in agents (as every start
 path does), once, never overwriting one; ``dump`` and ``restore`` carry the whole state
-into another database, a restore refuses a database that holds yuxi's state without
-``--force``, an older dump is migrated, and a failed dump leaves no file."""
+(LangGraph's store and the agents' versions included) into another database, a restore
+refuses a database that holds yuxi's state without ``--force``, an older dump is
+migrated, and a failed dump leaves no file."""
 
 from __future__ import annotations
 
@@ -108,6 +109,9 @@ STATE = {
     "messages": "SELECT thread_id, role, content, created_at FROM yuxi.messages"
     " ORDER BY created_at, id",
     "runs": "SELECT run_id, status FROM yuxi.agent_runs ORDER BY run_id",
+    "store": "SELECT prefix, key, value, created_at FROM public.store ORDER BY prefix, key",
+    "versions": "SELECT agent_slug, version, config_json FROM yuxi.agent_versions"
+    " ORDER BY agent_slug, version",
 }
 
 
@@ -122,7 +126,13 @@ async def test_dump_and_restore_carry_users_agents_and_messages(
     submitted = await world.submit(thread, "remember this")
     assert submitted.run_id is not None
     await world.complete(await world.claim(submitted.run_id), "remembered")
+    with psycopg.connect(db_url, autocommit=True) as conn:  # an item of LangGraph's store
+        conn.execute(
+            "INSERT INTO public.store (prefix, key, value)"
+            """ VALUES ('users.u.notes', 'kept', '{"text": "remember"}')"""
+        )
     before = _state(db_url)
+    assert [row[:3] for row in before["store"]] == [("users.u.notes", "kept", {"text": "remember"})]
     assert [m[1:3] for m in before["messages"]] == [
         ("user", "remember this"),
         ("assistant", "remembered"),

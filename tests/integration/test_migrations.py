@@ -47,7 +47,7 @@ def _yuxi_objects(url: str) -> list[tuple[str, str]]:
 def test_migrate_from_empty_then_again_is_a_no_op(empty_db: str) -> None:
     applied = migrate(empty_db)
     names = [path.name for path in sorted(migrations_dir().glob("*.sql"))]
-    assert applied == ["procrastinate:schema", "langgraph:checkpointer", *names]
+    assert applied == ["procrastinate:schema", "langgraph:checkpointer", "langgraph:store", *names]
     before = _yuxi_objects(empty_db)
     assert ("r", "agent_runs") in before and ("f", "request_submit") in before
     assert migrate(empty_db) == []

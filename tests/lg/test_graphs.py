@@ -206,14 +206,17 @@ async def test_a_graph_that_cannot_be_imported_fails_only_its_runs(
 
 
 async def test_the_memory_graph_asks_the_store(sdk: Clients, worker: Capture) -> None:
-    thread = (await sdk.alice.threads.create())["thread_id"]
-    values = await sdk.alice.runs.wait(
-        thread, "memory", input=said("I like tea"), raise_error=False
-    )
-    # No LangGraph store is handed to graphs yet (GraphSpec.graph's store seam): its
-    # get_store() is None and the run fails, on its own. With the store, it answers
-    # "I remember: I like tea".
-    assert "aput" in values["__error__"]["message"], values
+    """A project graph's get_store() is LangGraph's store, in the run user's namespaces:
+    what alice said on one thread is remembered on another, never shown to bob."""
+    first = (await sdk.alice.threads.create())["thread_id"]
+    values = await sdk.alice.runs.wait(first, "memory", input=said("I like tea"))
+    assert values["messages"][-1]["content"] == "I remember: I like tea", values
+    second = (await sdk.alice.threads.create())["thread_id"]
+    values = await sdk.alice.runs.wait(second, "memory", input=said("I like rain"))
+    assert values["messages"][-1]["content"] == "I remember: I like rain; I like tea"
+    theirs = (await sdk.bob.threads.create())["thread_id"]
+    values = await sdk.bob.runs.wait(theirs, "memory", input=said("I like snow"))
+    assert values["messages"][-1]["content"] == "I remember: I like snow"
 
 
 async def test_a_graph_through_the_native_api(api: Api, worker: Capture) -> None:

@@ -40,7 +40,7 @@ from yuxi.api.routes.usage import UsageController
 from yuxi.api.routes.users import UsersController
 from yuxi.api.routes.workspace import WorkspaceController
 from yuxi.api.state import AppState
-from yuxi.db.pools import app_pool, checkpointer_pool
+from yuxi.db.pools import app_pool, checkpointer_pool, store_pool
 from yuxi.files.store import PostgresFileStore
 from yuxi.models.secret_box import SecretBox
 from yuxi.resources import DatabaseCatalog
@@ -66,9 +66,11 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             prepared_statements=settings.api_database_url is None,
         )
         saver_pool = checkpointer_pool(url, max_size=4)
+        items_pool = store_pool(url, max_size=4)
         hub = EventHub(url)
         await pool.open()
         await saver_pool.open()
+        await items_pool.open()
         await hub.start()
         if settings.graphs is not None:
             # a langgraph.json project: its graphs' backends and agents (nothing imported)
@@ -83,11 +85,13 @@ def create_app(url: str, settings: Settings, *, count_requests: bool = True) -> 
             DatabaseCatalog(pool),
             SecretBox.from_env(settings.home),
             PostgresFileStore(pool),
+            items_pool,
         )
         try:
             yield
         finally:
             await hub.stop()
+            await items_pool.close()
             await saver_pool.close()
             await pool.close()
 

@@ -1,5 +1,5 @@
 """What the API process shares between requests: pools, the event hub, the checkpointer,
-the resource catalog, the file store."""
+LangGraph's store, the resource catalog, the file store."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from yuxi.settings import Settings
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from langgraph.store.postgres.aio import AsyncPostgresStore
 
 
 @dataclass
@@ -32,7 +33,10 @@ class AppState:
     secrets: SecretBox
     # every file: attachments, workdirs, workspaces, knowledge-base originals
     files: FileStore
+    # LangGraph's store's own pool (as the checkpointer's, but its commits wait for the disk)
+    items_pool: AsyncConnectionPool[Any] | None = None
     _checkpointer: AsyncPostgresSaver | None = field(default=None, init=False)
+    _store: AsyncPostgresStore | None = field(default=None, init=False)
 
     async def checkpointer(self) -> AsyncPostgresSaver:
         """The checkpointer that agent state is read from, built on first use: LangGraph
@@ -45,6 +49,16 @@ class AppState:
 
             self._checkpointer = AsyncPostgresSaver(self.saver_pool)
         return self._checkpointer
+
+    async def store(self) -> AsyncPostgresStore:
+        """LangGraph's store (the /lg store routes), built on first use like the
+        checkpointer."""
+        if self._store is None:
+            await import_in_background("yuxi.runtime.store")
+            from yuxi.runtime.store import postgres_store
+
+            self._store = postgres_store(self.items_pool or self.saver_pool)
+        return self._store
 
 
 # the checkpointer and what its checkpoints hold besides messages (an interrupt)

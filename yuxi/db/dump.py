@@ -12,11 +12,12 @@ older dump of the same name stays whole until the new one is complete.
 
 A restore goes into the database in use, in one transaction (``--single-transaction``),
 without owners or privileges (the restoring role owns what it creates). A database
-that already holds yuxi's state (schema ``yuxi``, procrastinate's or the checkpointer's
-tables) is refused unless ``replace``: then the current state is first dumped to a
-safety file next to the one restored, schema ``yuxi`` is dropped, and ``pg_restore
---clean`` replaces the rest. Other sessions on the database refuse a restore either
-way (stop yuxi first). The caller migrates afterwards, so an older dump comes up to date.
+that already holds yuxi's state (schema ``yuxi``, procrastinate's, the checkpointer's or
+the store's tables) is refused unless ``replace``: then the current state is first
+dumped to a safety file next to the one restored, schema ``yuxi`` is dropped, and
+``pg_restore --clean`` replaces the rest. Other sessions on the database refuse a
+restore either way (stop yuxi first). The caller migrates afterwards, so an older dump
+comes up to date.
 
 Passwords travel in ``PGPASSWORD``, never on a command line.
 """
@@ -40,7 +41,7 @@ from yuxi.db.embedded import embedded_bin_dir
 
 _VERSION = re.compile(r"\(PostgreSQL\)\s+(\d+)(?:\.(\d+))?")
 # what tells a database holds yuxi's state, besides schema yuxi
-_STATE_TABLES = ("public.procrastinate_jobs", "public.checkpoints")
+_STATE_TABLES = ("public.procrastinate_jobs", "public.checkpoints", "public.store")
 
 
 class DumpError(RuntimeError):
@@ -152,8 +153,9 @@ def dump(
 
 
 def holds_state(url: str) -> list[str]:
-    """What of yuxi's state the database at ``url`` holds (schema yuxi, procrastinate's
-    and the checkpointer's tables), by name; empty for a database yuxi never used."""
+    """What of yuxi's state the database at ``url`` holds (schema yuxi, procrastinate's,
+    the checkpointer's and the store's tables), by name; empty for a database yuxi never
+    used."""
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
             "SELECT to_regnamespace('yuxi') IS NOT NULL, "

@@ -4,7 +4,9 @@ Three parts, applied in this order under one advisory lock (so concurrent runner
 serialise and the second finds nothing to do):
 
 1. procrastinate's schema (the delivery queue), recorded with a checksum;
-2. the LangGraph checkpointer tables (their own migration table decides what to run);
+2. the LangGraph checkpointer tables and then LangGraph's store tables (the ``/lg``
+   store's and the graphs' ``get_store()``); their own migration tables decide what to
+   run;
 3. yuxi's ``sql/migrations/NNNN_name.sql``, each in its own transaction, recorded with a
    SHA-256 checksum. An applied migration whose file changed is refused, and so is a
    database that has migrations this code does not know.
@@ -33,6 +35,7 @@ from yuxi.db.paths import migrations_dir, schema_dir
 MIGRATION_LOCK_KEY = 7_420_117_001  # pg_advisory_lock key owned by the migration runner
 PROCRASTINATE = "procrastinate:schema"
 CHECKPOINTER = "langgraph:checkpointer"
+STORE = "langgraph:store"
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
@@ -125,7 +128,7 @@ def _recorded(conn: psycopg.Connection[dict[str, object]]) -> dict[str, dict[str
 def _check_recorded(
     recorded: dict[str, dict[str, object]], migrations: Sequence[Migration]
 ) -> None:
-    known = {m.name for m in migrations} | {PROCRASTINATE, CHECKPOINTER}
+    known = {m.name for m in migrations} | {PROCRASTINATE, CHECKPOINTER, STORE}
     unknown = sorted(set(recorded) - known)
     if _PRE_BASELINE in unknown:
         raise MigrationError(
@@ -178,6 +181,10 @@ def migrate(
             if _setup_checkpointer(conn):
                 say("applied LangGraph checkpointer migrations")
                 applied.append(CHECKPOINTER)
+
+            if _setup_store(conn):
+                say("applied LangGraph store migrations")
+                applied.append(STORE)
 
             for migration in migrations:
                 if migration.name in recorded:
@@ -243,6 +250,31 @@ def _setup_checkpointer(conn: psycopg.Connection[dict[str, object]]) -> bool:
     return True
 
 
+def _setup_store(conn: psycopg.Connection[dict[str, object]]) -> bool:
+    """Runs the migrations of LangGraph's own ``PostgresStore`` (tables ``public.store``
+    and ``public.store_migrations``, no vector index); True when any were applied."""
+    from langgraph.store.postgres import PostgresStore
+    from langgraph.store.postgres.base import BasePostgresStore
+
+    total = len(BasePostgresStore.MIGRATIONS)
+    exists = conn.execute("SELECT to_regclass('public.store_migrations') AS t").fetchone()
+    if exists is not None and exists["t"] is not None:
+        done = conn.execute("SELECT coalesce(max(v), -1) AS v FROM public.store_migrations")
+        row = done.fetchone()
+        if row is not None and row["v"] == total - 1:
+            return False
+    with psycopg.connect(
+        conn.info.dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row
+    ) as store_conn:
+        PostgresStore(store_conn).setup()
+    conn.execute(
+        "INSERT INTO yuxi.schema_migrations (name, checksum) VALUES (%s, %s)"
+        " ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()",
+        (STORE, f"v{total}"),
+    )
+    return True
+
+
 def status(url: str, *, directory: Path | None = None) -> list[MigrationStatus]:
     """Every known and recorded migration with its state."""
     migrations = [_procrastinate_migration(), *load_migrations(directory)]
@@ -270,7 +302,19 @@ def status(url: str, *, directory: Path | None = None) -> list[MigrationStatus]:
             None if checkpointer is None else _when(checkpointer),
         ),
     )
-    known = {m.name for m in migrations} | {CHECKPOINTER}
+    from langgraph.store.postgres.base import BasePostgresStore
+
+    store = recorded.get(STORE)
+    store_current = f"v{len(BasePostgresStore.MIGRATIONS)}"
+    result.insert(
+        2,
+        MigrationStatus(
+            STORE,
+            "applied" if store is not None and store["checksum"] == store_current else "pending",
+            None if store is None else _when(store),
+        ),
+    )
+    known = {m.name for m in migrations} | {CHECKPOINTER, STORE}
     for name in sorted(set(recorded) - known):
         result.append(MigrationStatus(name, "unknown", _when(recorded[name])))
     return result

@@ -75,6 +75,19 @@ def checkpointer_pool(url: str, *, max_size: int, min_size: int = 1) -> AsyncCon
     )
 
 
+def store_pool(url: str, *, max_size: int, min_size: int = 1) -> AsyncConnectionPool[Any]:
+    """The pool for LangGraph's ``AsyncPostgresStore`` (the ``/lg`` store, the graphs'
+    ``get_store()``), configured as it requires: autocommit, no server-side prepared
+    statements, dict rows. Unlike the checkpointer's, its commits wait for the disk: an
+    item a client was told is stored stays stored."""
+    return _pool(
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+    )
+
+
 def procrastinate_pool(url: str, *, max_size: int = 4) -> AsyncConnectionPool[Any]:
     """The pool for procrastinate's own calls: autocommit, with no liveness query per
     checkout (its calls are single statements, so that would double their round trips),

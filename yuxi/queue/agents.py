@@ -77,19 +77,26 @@ async def agent_list(conn: AsyncConnection[Any]) -> list[AgentListing]:
 
 
 async def agent_save(
-    conn: AsyncConnection[Any], slug: str, settings: AgentSettings, *, create: bool
+    conn: AsyncConnection[Any],
+    slug: str,
+    settings: AgentSettings,
+    *,
+    create: bool,
+    metadata: dict[str, Any] | None = None,
 ) -> None:
     """Creates the agent (``AgentExists`` if the slug is taken) or replaces every setting
-    of a live one (``NotFound`` otherwise). The API's agent routes and the CLI both save
-    through here."""
+    of a live one (``NotFound`` otherwise); ``metadata`` None keeps it (empty on create).
+    The API's agent routes, the LangGraph API's assistants and the CLI save through here."""
     await call_scalar(
         conn,
         "SELECT yuxi.agent_save(p_create => %(create)s, p_slug => %(slug)s,"
         " p_name => %(name)s, p_description => %(description)s,"
         " p_backend_id => %(backend_id)s, p_config => %(config)s::jsonb,"
         " p_share_scope => %(share_scope)s, p_shared_with => %(shared_with)s::uuid[],"
-        " p_is_subagent => %(is_subagent)s, p_max_run_attempts => %(max_run_attempts)s)",
+        " p_is_subagent => %(is_subagent)s, p_max_run_attempts => %(max_run_attempts)s,"
+        " p_metadata => %(metadata)s::jsonb)",
         {
+            "metadata": None if metadata is None else encode_json(metadata),
             "create": create,
             "slug": slug,
             "name": settings.name,
@@ -110,6 +117,72 @@ async def agent_set_config(conn: AsyncConnection[Any], slug: str, config: dict[s
         conn,
         "SELECT yuxi.agent_set_config(p_slug => %(slug)s, p_config => %(config)s::jsonb)",
         {"slug": slug, "config": encode_json(config)},
+    )
+
+
+async def agent_update(
+    conn: AsyncConnection[Any],
+    slug: str,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    backend_id: str | None = None,
+    context: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> None:
+    """Changes the given settings of a live agent and keeps the others: ``context``
+    replaces ``config_json.context``, ``metadata`` is merged (``NotFound`` otherwise)."""
+    await call_scalar(
+        conn,
+        "SELECT yuxi.agent_update(p_slug => %(slug)s, p_name => %(name)s,"
+        " p_description => %(description)s, p_backend_id => %(backend_id)s,"
+        " p_context => %(context)s::jsonb, p_metadata => %(metadata)s::jsonb)",
+        {
+            "slug": slug,
+            "name": name,
+            "description": description,
+            "backend_id": backend_id,
+            "context": None if context is None else encode_json(context),
+            "metadata": None if metadata is None else encode_json(metadata),
+        },
+    )
+
+
+async def agent_delete(conn: AsyncConnection[Any], slug: str) -> None:
+    """Soft-deletes a live agent (``NotFound`` otherwise); its slug stays taken."""
+    await call_scalar(conn, "SELECT yuxi.agent_delete(p_slug => %(slug)s)", {"slug": slug})
+
+
+async def agent_set_version(conn: AsyncConnection[Any], slug: str, version: int) -> None:
+    """Makes ``version`` the agent's current one (``NotFound`` for no such version)."""
+    await call_scalar(
+        conn,
+        "SELECT yuxi.agent_set_version(p_slug => %(slug)s, p_version => %(version)s)",
+        {"slug": slug, "version": version},
+    )
+
+
+class AgentVersion(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.agent_version_list``."""
+
+    version: int
+    name: str
+    description: str
+    backend_id: str
+    config_json: dict[str, Any]
+    metadata: dict[str, Any]
+    created_at: datetime
+
+
+async def agent_version_list(
+    conn: AsyncConnection[Any], uid: UUID, slug: str
+) -> list[AgentVersion]:
+    """The versions of an agent ``uid`` may see, newest first (none otherwise)."""
+    return await call_many(
+        conn,
+        AgentVersion,
+        "yuxi.agent_version_list(p_uid => %(uid)s, p_slug => %(slug)s)",
+        {"uid": uid, "slug": slug},
     )
 
 

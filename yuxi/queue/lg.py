@@ -200,3 +200,29 @@ async def lg_thread_runs(
         " p_request_id => %(request_id)s)",
         {"uid": uid, "thread_id": thread_id, "request_id": request_id},
     )
+
+
+class LgAssistant(msgspec.Struct, frozen=True):
+    """A row of ``yuxi.lg_assistants``: a live, non-subagent agent the caller may see."""
+
+    slug: str
+    name: str
+    description: str
+    backend_id: str
+    config_json: dict[str, Any]
+    metadata: dict[str, Any]
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+async def lg_assistants(
+    conn: AsyncConnection[Any], uid: UUID, slug: str | None = None
+) -> list[LgAssistant]:
+    """The caller's assistants by slug, or the one named ``slug`` (none if not visible)."""
+    return await call_many(
+        conn,
+        LgAssistant,
+        "yuxi.lg_assistants(p_uid => %(uid)s, p_slug => %(slug)s)",
+        {"uid": uid, "slug": slug},
+    )

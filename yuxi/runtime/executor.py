@@ -27,6 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
 from langgraph.types import Interrupt
 from psycopg_pool import AsyncConnectionPool
 
@@ -83,6 +84,7 @@ from yuxi.runtime.graph_io import (
 )
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
 from yuxi.runtime.prepare import PreparedContext, prepare_agent_runtime_context, run_workdir
+from yuxi.runtime.store import with_user_store
 from yuxi.runtime.tool_calls import RunToolCalls
 
 log = logging.getLogger("yuxi.runtime")
@@ -156,6 +158,7 @@ class RunExecutor:
         settings: ExecutorSettings,
         knowledge: KnowledgeAccess | None = None,
         files: FileStore | None = None,
+        store: BaseStore | None = None,
     ) -> None:
         self.pool = pool
         self.checkpointer = checkpointer
@@ -166,6 +169,8 @@ class RunExecutor:
         self.knowledge = knowledge
         # where every file lives; the directories under the home are its cache
         self.files = files or PostgresFileStore(pool)
+        # LangGraph's store: every graph gets it, seen as the run's user (UserStore)
+        self.store = store
         self._secrets: SecretBox | None = None
 
     async def execute(self, run_id: UUID) -> str | None:
@@ -447,6 +452,8 @@ class RunExecutor:
         context = prepared.context
         await self._connect_mcp(claim, context, connections)
         graph = await agent.get_graph(context, checkpointer=self.checkpointer)
+        # the user's own namespaces of LangGraph's store, for get_store() and runtime.store
+        graph = with_user_store(graph, self.store, claim.run.uid)
         lease = claim.lease
         lent = RunServices(
             delegate=ChildRuns(self, lease, claim.run.uid),

@@ -41,7 +41,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from yuxi.db.outages import Backoff, describe, is_connection_error
-from yuxi.db.pools import app_pool, checkpointer_pool, procrastinate_pool
+from yuxi.db.pools import app_pool, checkpointer_pool, procrastinate_pool, store_pool
 from yuxi.files.store import PostgresFileStore
 from yuxi.knowledge.ingest import MAX_ATTEMPTS, ingest_document
 from yuxi.knowledge.search import DatabaseKnowledge
@@ -124,9 +124,12 @@ async def open_runtime(
     keeps trying."""
     pool = app_pool(url, max_size=max(settings.worker_concurrency + 2, settings.pool_max_size))
     saver_pool = checkpointer_pool(url, max_size=max(settings.worker_concurrency, 2))
+    # LangGraph's store, for the graphs that use one (get_store()): few and short calls
+    items_pool = store_pool(url, max_size=max(settings.worker_concurrency // 4, 2))
     watcher = CancelWatcher(url)
     await pool.open()
     await saver_pool.open()
+    await items_pool.open()
     try:
         await watcher.start()
 
@@ -134,6 +137,7 @@ async def open_runtime(
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
             from yuxi.runtime.executor import ExecutorSettings, RunExecutor
+            from yuxi.runtime.store import postgres_store
 
             return RunExecutor(
                 pool,
@@ -148,19 +152,23 @@ async def open_runtime(
                     infra_retries=settings.infra_retries,
                 ),
                 knowledge=DatabaseKnowledge(pool),
+                store=postgres_store(items_pool),
             )
 
         stack = RunStack(executor)
         runs = InFlightRuns(stack.executor, settings.worker_concurrency)
         graphs = None if settings.graphs is None else _load_graphs(stack, settings.graphs)
         try:
-            yield WorkerRuntime(pool, stack, runs, (pool, saver_pool), settings.home.resolve())
+            yield WorkerRuntime(
+                pool, stack, runs, (pool, saver_pool, items_pool), settings.home.resolve()
+            )
         finally:
             if graphs is not None:
                 graphs.cancel()
                 await asyncio.gather(graphs, return_exceptions=True)
     finally:
         await watcher.stop()
+        await items_pool.close()
         await saver_pool.close()
         await pool.close()
 

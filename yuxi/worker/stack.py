@@ -25,6 +25,7 @@ log = logging.getLogger("yuxi.worker")
 STACK_MODULES = (
     "yuxi.runtime.executor",
     "langgraph.checkpoint.postgres.aio",
+    "yuxi.runtime.store",
     "yuxi.agents.graph",
     "langchain_text_splitters",
 )

@@ -4,17 +4,29 @@
 These routes import nothing of LangGraph or LangChain: a LangGraph client sees JSON, and
 only the checkpoints need LangGraph's checkpointer to be read (its deserialiser makes
 LangChain messages and LangGraph interrupts). It is loaded with the first state read
-(``AppState.checkpointer``), so an API starts without it
-(tests/integration/test_api_start.py)."""
+(``AppState.checkpointer``), LangGraph's store with the first store call
+(``AppState.store``) and an assistant's graph with its first drawing, so an API starts
+without them (tests/integration/test_api_start.py)."""
 
 from __future__ import annotations
 
 from litestar import Router
 from litestar.di import Provide
 
-from yuxi.api.lg.assistants import get_assistant, get_schemas, search_assistants
+from yuxi.api.lg.assistants import (
+    assistant_versions,
+    count_assistants,
+    create_assistant,
+    delete_assistant,
+    get_assistant,
+    get_schemas,
+    search_assistants,
+    set_latest_version,
+    update_assistant,
+)
 from yuxi.api.lg.auth import lg_caller
 from yuxi.api.lg.crons import create_cron, create_thread_cron, delete_cron, search_crons
+from yuxi.api.lg.drawing import assistant_graph, assistant_subgraphs, assistant_subgraphs_in
 from yuxi.api.lg.errors import Refused, refused
 from yuxi.api.lg.info import info
 from yuxi.api.lg.runs import (
@@ -30,6 +42,7 @@ from yuxi.api.lg.runs import (
     stream_new_run,
     wait_new_run,
 )
+from yuxi.api.lg.store import delete_item, get_item, list_namespaces, put_item, search_items
 from yuxi.api.lg.threads import (
     create_thread,
     delete_thread,
@@ -52,6 +65,20 @@ def lg_router(prefix: str) -> Router:
             search_assistants,
             get_assistant,
             get_schemas,
+            create_assistant,
+            count_assistants,
+            update_assistant,
+            delete_assistant,
+            assistant_versions,
+            set_latest_version,
+            assistant_graph,
+            assistant_subgraphs,
+            assistant_subgraphs_in,
+            put_item,
+            get_item,
+            delete_item,
+            search_items,
+            list_namespaces,
             create_thread,
             search_threads,
             get_thread,

@@ -12,7 +12,7 @@ from yuxi.agents.registry import UnknownBackend, get_backend
 from yuxi.queue.agents import VisibleAgent, agents_visible
 from yuxi.queue.callers import User
 from yuxi.queue.errors import NotFound
-from yuxi.queue.lg import LgThread, lg_thread_list
+from yuxi.queue.lg import LgAssistant, LgThread, lg_assistants, lg_thread_list
 
 
 async def assistants(conn: AsyncConnection[Any], user: User) -> list[VisibleAgent]:
@@ -24,6 +24,14 @@ async def assistant(conn: AsyncConnection[Any], user: User, assistant_id: str) -
         if agent.slug == assistant_id:
             return agent
     raise NotFound(f"assistant {assistant_id} not found")
+
+
+async def assistant_row(conn: AsyncConnection[Any], user: User, assistant_id: str) -> LgAssistant:
+    """The assistant with its version and metadata; 404 for anyone who cannot see it."""
+    rows = await lg_assistants(conn, user.uid, assistant_id)
+    if not rows:
+        raise NotFound(f"assistant {assistant_id} not found")
+    return rows[0]
 
 
 def configurable_items(agent: VisibleAgent) -> list[dict[str, Any]]:

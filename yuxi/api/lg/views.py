@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from yuxi.queue.agents import VisibleAgent
-from yuxi.queue.lg import LgRun, LgThread
+from yuxi.queue.agents import AgentVersion
+from yuxi.queue.lg import LgAssistant, LgRun, LgThread
 from yuxi.queue.statuses import ACTIVE_RUN_STATUSES, RequestStatus, RunStatus
 
 # a run's status (None: its request is not dispatched) -> LangGraph's
@@ -89,18 +88,33 @@ def run_view(row: LgRun) -> dict[str, Any]:
     }
 
 
-def assistant_view(agent: VisibleAgent, created_at: datetime | None = None) -> dict[str, Any]:
+def assistant_view(row: LgAssistant) -> dict[str, Any]:
+    """An assistant: an agent (assistant id = slug) of a backend (graph id = backend id)."""
     return {
-        "assistant_id": agent.slug,
-        "graph_id": agent.slug,
-        "name": agent.name,
-        "description": agent.description or None,
+        "assistant_id": row.slug,
+        "graph_id": row.backend_id,
+        "name": row.name,
+        "description": row.description or None,
         "config": {"configurable": {}},
-        "context": dict(agent.config_json.get("context") or {}),
-        "metadata": {"backend_id": agent.backend_id},
-        "version": 1,
-        "created_at": created_at or agent.updated_at,
-        "updated_at": agent.updated_at,
+        "context": dict(row.config_json.get("context") or {}),
+        "metadata": {**row.metadata, "backend_id": row.backend_id},
+        "version": row.version,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+    }
+
+
+def assistant_version_view(slug: str, row: AgentVersion) -> dict[str, Any]:
+    return {
+        "assistant_id": slug,
+        "graph_id": row.backend_id,
+        "name": row.name,
+        "description": row.description or None,
+        "config": {"configurable": {}},
+        "context": dict(row.config_json.get("context") or {}),
+        "metadata": {**row.metadata, "backend_id": row.backend_id},
+        "version": row.version,
+        "created_at": row.created_at,
     }
 
 
