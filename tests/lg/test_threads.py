@@ -80,6 +80,13 @@ LG_ROUTES = {
     ("patch", "/lg/threads/{thread_id}"),
     ("delete", "/lg/threads/{thread_id}"),
     ("get", "/lg/threads/{thread_id}/state"),
+    ("post", "/lg/threads/{thread_id}/state"),
+    ("post", "/lg/threads/{thread_id}/state/checkpoint"),
+    ("get", "/lg/threads/{thread_id}/state/{checkpoint_id}"),
+    ("post", "/lg/threads/{thread_id}/copy"),
+    ("post", "/lg/threads/count"),
+    ("post", "/lg/threads/prune"),
+    ("get", "/lg/threads/{thread_id}/stream"),
     ("get", "/lg/threads/{thread_id}/history"),
     ("post", "/lg/threads/{thread_id}/history"),
     ("post", "/lg/threads/{thread_id}/runs"),
@@ -87,6 +94,7 @@ LG_ROUTES = {
     ("post", "/lg/threads/{thread_id}/runs/stream"),
     ("post", "/lg/threads/{thread_id}/runs/wait"),
     ("get", "/lg/threads/{thread_id}/runs/{run_id}"),
+    ("delete", "/lg/threads/{thread_id}/runs/{run_id}"),
     ("get", "/lg/threads/{thread_id}/runs/{run_id}/join"),
     ("get", "/lg/threads/{thread_id}/runs/{run_id}/stream"),
     ("post", "/lg/threads/{thread_id}/runs/{run_id}/cancel"),
@@ -94,9 +102,12 @@ LG_ROUTES = {
     ("post", "/lg/runs"),
     ("post", "/lg/runs/stream"),
     ("post", "/lg/runs/wait"),
+    ("post", "/lg/runs/cancel"),
     ("post", "/lg/runs/crons"),
     ("post", "/lg/runs/crons/search"),
     ("delete", "/lg/runs/crons/{cron_id}"),
+    ("patch", "/lg/runs/crons/{cron_id}"),
+    ("post", "/lg/runs/crons/count"),
 }
 
 
@@ -123,6 +134,13 @@ async def test_every_route_is_in_the_openapi_schema(api: Api) -> None:
         ("/lg/threads", {"thread_id": "not-a-uuid"}),
         ("/lg/threads", {"if_exists": "sometimes"}),
         ("/lg/runs/crons", {"assistant_id": "chatbot"}),
+        ("/lg/threads/prune", {"thread_ids": "x"}),
+        ("/lg/threads/prune", {"thread_ids": ["not-a-uuid"]}),
+        ("/lg/threads/prune", {"thread_ids": [], "strategy": "sometimes"}),
+        ("/lg/threads/count", {"status": "asleep"}),
+        ("/lg/runs/cancel", {}),
+        ("/lg/runs/cancel", {"status": "finished"}),
+        ("/lg/runs/cancel", {"thread_id": "x", "run_ids": ["y"]}),
     ],
 )
 async def test_bad_bodies_are_4xx(api: Api, path: str, body: dict[str, object]) -> None:

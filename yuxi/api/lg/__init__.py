@@ -14,9 +14,17 @@ from litestar.di import Provide
 
 from yuxi.api.lg.assistants import get_assistant, get_schemas, search_assistants
 from yuxi.api.lg.auth import lg_caller
-from yuxi.api.lg.crons import create_cron, create_thread_cron, delete_cron, search_crons
+from yuxi.api.lg.crons import (
+    count_crons,
+    create_cron,
+    create_thread_cron,
+    delete_cron,
+    search_crons,
+    update_cron,
+)
 from yuxi.api.lg.errors import Refused, refused
 from yuxi.api.lg.info import info
+from yuxi.api.lg.run_admin import cancel_many, delete_run
 from yuxi.api.lg.runs import (
     cancel_run,
     create_run,
@@ -30,6 +38,13 @@ from yuxi.api.lg.runs import (
     stream_new_run,
     wait_new_run,
 )
+from yuxi.api.lg.thread_admin import (
+    copy_thread,
+    count_threads,
+    join_thread_stream,
+    prune_threads,
+)
+from yuxi.api.lg.thread_state import post_state, state_at_checkpoint, state_at_checkpoint_id
 from yuxi.api.lg.threads import (
     create_thread,
     delete_thread,
@@ -58,8 +73,15 @@ def lg_router(prefix: str) -> Router:
             patch_thread,
             delete_thread,
             thread_state,
+            state_at_checkpoint,
+            state_at_checkpoint_id,
+            post_state,
             thread_history_get,
             thread_history_post,
+            copy_thread,
+            count_threads,
+            prune_threads,
+            join_thread_stream,
             create_run,
             stream_new_run,
             wait_new_run,
@@ -68,6 +90,8 @@ def lg_router(prefix: str) -> Router:
             join_run,
             join_stream,
             cancel_run,
+            delete_run,
+            cancel_many,
             stateless_run,
             stateless_stream,
             stateless_wait,
@@ -75,6 +99,8 @@ def lg_router(prefix: str) -> Router:
             create_thread_cron,
             search_crons,
             delete_cron,
+            update_cron,
+            count_crons,
         ],
         dependencies={"user": Provide(lg_caller)},
         exception_handlers={Refused: refused},
