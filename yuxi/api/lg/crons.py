@@ -121,6 +121,8 @@ async def update_cron(
     job = await job_get(conn, user.uid, cron_id)  # 404 for anyone else's
     if data.get("end_time"):
         raise Refused("end_time is not supported: delete the cron to stop it")
+    if data.get("command") is not None:
+        raise Refused("a cron runs input.messages; command is not supported")
     schedule = data.get("schedule", job.cron)
     if not isinstance(schedule, str) or not schedule.strip():
         raise InvalidInput("schedule must be a 5-field cron expression")

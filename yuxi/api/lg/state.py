@@ -19,7 +19,7 @@ from yuxi.runtime.state import INTERRUPT_CHANNEL
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-_HIDDEN = ("__", "branch:")  # LangGraph's own channels
+HIDDEN = ("__", "branch:")  # LangGraph's own channels
 
 
 def _plain(value: Any) -> Any:
@@ -75,7 +75,7 @@ def values_of(saved: CheckpointTuple | None) -> dict[str, Any]:
     return {
         key: [_plain(m) for m in value] if key == "messages" else _plain(value)
         for key, value in channels.items()
-        if not key.startswith(_HIDDEN)
+        if not key.startswith(HIDDEN)
     }
 
 

@@ -118,7 +118,7 @@ async def update_state(
     graph = await agent_graph(backend_id, checkpointer)
     if as_node is not None and as_node not in graph.nodes:
         raise InvalidInput(f"as_node {as_node} is not a node of this graph")
-    unknown = set(values) - set(graph.channels)
+    unknown = {k for k in values if k not in graph.channels or k.startswith(lg_state.HIDDEN)}
     if unknown:
         raise InvalidInput(f"values has keys the state does not: {', '.join(sorted(unknown))}")
     config = {"configurable": {"thread_id": str(thread_id), "checkpoint_ns": ""}}

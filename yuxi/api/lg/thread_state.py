@@ -91,8 +91,10 @@ async def post_state(
     values = data.get("values")
     if values is None:
         values = {}
+    if isinstance(values, list):
+        raise Refused("several updates in one update_state are not supported: send one object")
     if not isinstance(values, dict):
-        raise InvalidInput("values must be an object (one update)")
+        raise InvalidInput("values must be an object")
     as_node = data.get("as_node")
     if as_node is not None and not isinstance(as_node, str):
         raise InvalidInput("as_node must be a node name")
@@ -108,7 +110,11 @@ async def post_state(
             "this thread has no assistant yet, so no graph to update: run it once, or create"
             " it with metadata.graph_id"
         )
-    agent = next(a for a in await agents_visible(conn, user.uid) if a.slug == row.agent_slug)
+    agent = next(
+        (a for a in await agents_visible(conn, user.uid) if a.slug == row.agent_slug), None
+    )
+    if agent is None:
+        raise NotFound(f"thread {thread_id} not found")
     return await update_state(
         conn,
         await state.yuxi.checkpointer(),
