@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+from langgraph_sdk.errors import BadRequestError, NotFoundError, UnprocessableEntityError
 
 from tests.lg.conftest import Api, Clients
 from yuxi.scheduling.ticker import tick
@@ -86,5 +86,8 @@ async def test_cron_update_and_count(sdk: Clients) -> None:
         await sdk.bob.crons.update(cid, enabled=False)
     with pytest.raises(UnprocessableEntityError):
         await sdk.alice.crons.update(cid, interrupt_before=["model"])
+    for bad in ({"schedule": "every day"}, {"timezone": "Mars/Olympus"}):
+        with pytest.raises(BadRequestError):
+            await sdk.alice.crons.update(cid, **bad)
     await sdk.alice.crons.delete(cid)
     assert await sdk.alice.crons.count() == 0

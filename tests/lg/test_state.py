@@ -109,7 +109,13 @@ async def test_remote_graph_state_history_and_update_then_a_run(
             await sdk.alice.threads.update_state(tid, **refused)
     with pytest.raises(UnprocessableEntityError):  # several updates at once
         await sdk.alice.threads.update_state(tid, [said("a"), said("b")])
-    for bad in ({"nonsense": 1}, {"branch:to:model": None}):
+    for bad in (
+        {"nonsense": 1},
+        {"branch:to:model": None},
+        {"messages": [{"role": "user"}]},
+        {"messages": [{"type": "tool", "content": "no call id"}]},
+        {"messages": [7]},
+    ):
         with pytest.raises(BadRequestError):
             await sdk.alice.threads.update_state(tid, bad)
     with pytest.raises(BadRequestError):

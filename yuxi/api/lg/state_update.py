@@ -72,8 +72,9 @@ def history_rows(update: dict[str, Any], saved: CheckpointTuple | None) -> list[
 
     try:
         messages = convert_to_messages(raw if isinstance(raw, list) else [raw])
-    except (ValueError, TypeError, NotImplementedError) as error:
-        raise InvalidInput(f"values.messages: {error}") from None
+    except (ValueError, TypeError, KeyError, NotImplementedError) as error:
+        # langchain's conversion raises these for a message it cannot read
+        raise InvalidInput(f"values.messages: a message cannot be read ({error!r})") from None
     held = {
         m.id
         for m in (saved.checkpoint["channel_values"].get("messages") or [] if saved else [])
