@@ -140,6 +140,7 @@ async def test_every_route_is_in_the_openapi_schema(api: Api) -> None:
         ("/lg/threads/count", {"status": "asleep"}),
         ("/lg/runs/cancel", {}),
         ("/lg/runs/cancel", {"status": "finished"}),
+        ("/lg/runs/cancel", {"status": ["all"]}),
         ("/lg/runs/cancel", {"thread_id": "x", "run_ids": ["y"]}),
     ],
 )

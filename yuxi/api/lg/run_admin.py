@@ -53,7 +53,7 @@ async def cancel_many(
     if action != "interrupt":
         raise InvalidInput("action must be interrupt")
     status, thread_id, run_ids = data.get("status"), data.get("thread_id"), data.get("run_ids")
-    if status is not None and status not in _CANCELLED:
+    if status is not None and (not isinstance(status, str) or status not in _CANCELLED):
         raise InvalidInput("status must be pending, running or all")
     if status is None and (not thread_id or not isinstance(run_ids, list) or not run_ids):
         raise InvalidInput("cancel_many takes thread_id and run_ids, or status")
