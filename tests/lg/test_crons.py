@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+from langgraph_sdk.errors import BadRequestError, NotFoundError, UnprocessableEntityError
 
 from tests.lg.conftest import Api, Clients
 from yuxi.scheduling.ticker import tick
@@ -55,3 +55,39 @@ async def test_thread_crons_and_bad_crons_are_refused(sdk: Clients) -> None:
         await sdk.alice.crons.create(
             "chatbot", schedule="0 * * * *", input={"messages": ["x"]}, interrupt_before=["a"]
         )
+
+
+async def test_cron_update_and_count(sdk: Clients) -> None:
+    cron = await sdk.alice.crons.create(
+        "chatbot", schedule="0 9 * * *", input={"messages": [{"role": "user", "content": "a"}]}
+    )
+    cid = cron["cron_id"]
+    assert await sdk.alice.crons.count() == 1
+    assert await sdk.alice.crons.count(assistant_id="chatbot") == 1
+    assert await sdk.alice.crons.count(assistant_id="private") == 0
+    assert await sdk.bob.crons.count() == 0
+    changed = await sdk.alice.crons.update(
+        cid,
+        schedule="30 18 * * *",
+        timezone="Europe/Paris",
+        enabled=False,
+        input={"messages": [{"role": "user", "content": "b"}]},
+        context={"tool_approval_mode": "ask"},
+    )
+    assert changed["schedule"] == "30 18 * * *" and changed["timezone"] == "Europe/Paris"
+    assert changed["enabled"] is False
+    assert changed["payload"]["input"]["messages"][0]["content"] == "b"
+    assert changed["payload"]["context"] == {"tool_approval_mode": "ask"}
+    kept = await sdk.alice.crons.update(cid, enabled=True)
+    assert kept["schedule"] == "30 18 * * *" and kept["enabled"] is True
+    assert kept["payload"]["input"]["messages"][0]["content"] == "b"
+    assert [c["schedule"] for c in await sdk.alice.crons.search()] == ["30 18 * * *"]
+    with pytest.raises(NotFoundError):
+        await sdk.bob.crons.update(cid, enabled=False)
+    with pytest.raises(UnprocessableEntityError):
+        await sdk.alice.crons.update(cid, interrupt_before=["model"])
+    for bad in ({"schedule": "every day"}, {"timezone": "Mars/Olympus"}):
+        with pytest.raises(BadRequestError):
+            await sdk.alice.crons.update(cid, **bad)
+    await sdk.alice.crons.delete(cid)
+    assert await sdk.alice.crons.count() == 0

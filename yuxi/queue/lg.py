@@ -226,3 +226,51 @@ async def lg_assistants(
         "yuxi.lg_assistants(p_uid => %(uid)s, p_slug => %(slug)s)",
         {"uid": uid, "slug": slug},
     )
+
+
+async def lg_thread_state_lock(conn: AsyncConnection[Any], uid: UUID, thread_id: UUID) -> None:
+    """Locks the caller's idle thread until the transaction ends (run_busy, run_interrupted
+    otherwise); a run submitted meanwhile waits and starts from the changed state."""
+    await call_scalar(
+        conn,
+        "SELECT thread_id FROM yuxi.lg_thread_state_lock(p_uid => %(uid)s,"
+        " p_thread_id => %(thread_id)s)",
+        {"uid": uid, "thread_id": thread_id},
+    )
+
+
+async def lg_thread_state_update(
+    conn: AsyncConnection[Any], uid: UUID, thread_id: UUID, messages: list[dict[str, Any]]
+) -> int:
+    """Appends ``messages`` (``{role, content, metadata?}``) to the thread's history
+    under its state lock; returns how many were stored."""
+    value = await call_scalar(
+        conn,
+        "SELECT yuxi.lg_thread_state_update(p_uid => %(uid)s, p_thread_id => %(thread_id)s,"
+        " p_messages => %(messages)s::jsonb)",
+        {"uid": uid, "thread_id": thread_id, "messages": encode_json(messages)},
+    )
+    return int(value)
+
+
+async def lg_thread_copy(
+    conn: AsyncConnection[Any], uid: UUID, thread_id: UUID, new_thread_id: UUID
+) -> UUID:
+    value = await call_scalar(
+        conn,
+        "SELECT yuxi.lg_thread_copy(p_uid => %(uid)s, p_thread_id => %(thread_id)s,"
+        " p_new_thread_id => %(new)s)",
+        {"uid": uid, "thread_id": thread_id, "new": new_thread_id},
+    )
+    return UUID(str(value))
+
+
+async def lg_run_delete(
+    conn: AsyncConnection[Any], uid: UUID, thread_id: UUID, request_id: str
+) -> None:
+    await call_scalar(
+        conn,
+        "SELECT yuxi.lg_run_delete(p_uid => %(uid)s, p_thread_id => %(thread_id)s,"
+        " p_request_id => %(request_id)s)",
+        {"uid": uid, "thread_id": thread_id, "request_id": request_id},
+    )

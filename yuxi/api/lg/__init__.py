@@ -25,10 +25,18 @@ from yuxi.api.lg.assistants import (
     update_assistant,
 )
 from yuxi.api.lg.auth import lg_caller
-from yuxi.api.lg.crons import create_cron, create_thread_cron, delete_cron, search_crons
+from yuxi.api.lg.crons import (
+    count_crons,
+    create_cron,
+    create_thread_cron,
+    delete_cron,
+    search_crons,
+    update_cron,
+)
 from yuxi.api.lg.drawing import assistant_graph, assistant_subgraphs, assistant_subgraphs_in
 from yuxi.api.lg.errors import Refused, refused
 from yuxi.api.lg.info import info
+from yuxi.api.lg.run_admin import cancel_many, delete_run
 from yuxi.api.lg.runs import (
     cancel_run,
     create_run,
@@ -43,6 +51,13 @@ from yuxi.api.lg.runs import (
     wait_new_run,
 )
 from yuxi.api.lg.store import delete_item, get_item, list_namespaces, put_item, search_items
+from yuxi.api.lg.thread_admin import (
+    copy_thread,
+    count_threads,
+    join_thread_stream,
+    prune_threads,
+)
+from yuxi.api.lg.thread_state import post_state, state_at_checkpoint, state_at_checkpoint_id
 from yuxi.api.lg.threads import (
     create_thread,
     delete_thread,
@@ -85,8 +100,15 @@ def lg_router(prefix: str) -> Router:
             patch_thread,
             delete_thread,
             thread_state,
+            state_at_checkpoint,
+            state_at_checkpoint_id,
+            post_state,
             thread_history_get,
             thread_history_post,
+            copy_thread,
+            count_threads,
+            prune_threads,
+            join_thread_stream,
             create_run,
             stream_new_run,
             wait_new_run,
@@ -95,6 +117,8 @@ def lg_router(prefix: str) -> Router:
             join_run,
             join_stream,
             cancel_run,
+            delete_run,
+            cancel_many,
             stateless_run,
             stateless_stream,
             stateless_wait,
@@ -102,6 +126,8 @@ def lg_router(prefix: str) -> Router:
             create_thread_cron,
             search_crons,
             delete_cron,
+            update_cron,
+            count_crons,
         ],
         dependencies={"user": Provide(lg_caller)},
         exception_handlers={Refused: refused},

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from litestar import delete, post
+from litestar import delete, patch, post
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
@@ -16,13 +16,22 @@ from psycopg import AsyncConnection
 
 from yuxi.api.lg import access
 from yuxi.api.lg.assistants import _page
-from yuxi.api.lg.body import parse_run, per_run_fields
+from yuxi.api.lg.body import RunBody, parse_run, per_run_fields
 from yuxi.api.lg.errors import Refused
 from yuxi.files.layout import projects_directory
+from yuxi.queue.agents import VisibleAgent
 from yuxi.queue.callers import User
 from yuxi.queue.errors import InvalidInput
 from yuxi.queue.projects import project_create, project_list
-from yuxi.scheduling.jobs import Job, JobSettings, job_create, job_delete, job_list
+from yuxi.scheduling.jobs import (
+    Job,
+    JobSettings,
+    job_create,
+    job_delete,
+    job_get,
+    job_list,
+    job_update,
+)
 
 Conn = NamedDependency[AsyncConnection[Any]]
 PROJECT = "langgraph"
@@ -77,14 +86,7 @@ async def create_cron(
         {k: v for k, v in data.items() if k not in ("schedule", "timezone", "enabled")}
     )
     agent = await access.assistant(conn, user, body.assistant_id)
-    keys = [item["key"] for item in access.configurable_items(agent)]
-    fields, passed = per_run_fields(body.extra, keys, body.open_keys)
-    if passed:
-        raise Refused(
-            f"a cron keeps no config.configurable keys of its own ({', '.join(sorted(passed))})"
-        )
-    if fields.get("model_spec"):
-        raise Refused("a cron runs the agent's own model; model cannot be set per cron")
+    fields = _cron_fields(body, agent)
     timezone = data.get("timezone") or "UTC"
     enabled = data.get("enabled", True)
     if not isinstance(timezone, str) or not isinstance(enabled, bool):
@@ -100,6 +102,66 @@ async def create_cron(
         enabled=enabled,
     )
     return cron_view(await job_create(conn, user.uid, settings))
+
+
+@patch(
+    "/runs/crons/{cron_id:uuid}",
+    summary="Change a cron (its schedule, input, timezone, enabled, approval mode)",
+    tags=["langgraph"],
+)
+async def update_cron(
+    state: State,
+    conn: Conn,
+    user: NamedDependency[User],
+    cron_id: FromPath[UUID],
+    data: JSONBody[dict[str, Any]],
+) -> dict[str, Any]:
+    job = await job_get(conn, user.uid, cron_id)  # 404 for anyone else's
+    if data.get("end_time"):
+        raise Refused("end_time is not supported: delete the cron to stop it")
+    if data.get("command") is not None:
+        raise Refused("a cron runs input.messages; command is not supported")
+    schedule = data.get("schedule", job.cron)
+    if not isinstance(schedule, str) or not schedule.strip():
+        raise InvalidInput("schedule must be a 5-field cron expression")
+    timezone = data.get("timezone") or job.timezone
+    enabled = data.get("enabled", job.enabled)
+    if not isinstance(timezone, str) or not isinstance(enabled, bool):
+        raise InvalidInput("timezone must be a string and enabled a boolean")
+    # the run part of the body is checked as create checks it; what it leaves out is kept
+    run = {
+        k: v for k, v in data.items() if k not in ("schedule", "timezone", "enabled", "end_time")
+    }
+    run["assistant_id"] = job.agent_slug
+    run.setdefault("input", {"messages": [{"role": "user", "content": job.prompt}]})
+    body = parse_run(run)
+    agent = await access.assistant(conn, user, job.agent_slug)
+    fields = _cron_fields(body, agent)
+    assert body.query is not None
+    settings = JobSettings(
+        project_id=job.project_id or await default_project(state, conn, user),
+        agent_slug=job.agent_slug,
+        prompt=body.query,
+        cron=schedule,
+        timezone=timezone,
+        tool_approval_mode=fields.get("tool_approval_mode") or job.tool_approval_mode,
+        enabled=enabled,
+    )
+    return cron_view(await job_update(conn, user.uid, cron_id, settings))
+
+
+@post("/runs/crons/count", status_code=200, summary="Count the caller's crons", tags=["langgraph"])
+async def count_crons(
+    conn: Conn, user: NamedDependency[User], data: JSONBody[dict[str, Any]]
+) -> int:
+    if data.get("thread_id"):
+        return 0
+    assistant_id = data.get("assistant_id")
+    return sum(
+        1
+        for job in await job_list(conn, user.uid)
+        if assistant_id is None or job.agent_slug == assistant_id
+    )
 
 
 @post(
@@ -140,3 +202,17 @@ async def search_crons(
 )
 async def delete_cron(conn: Conn, user: NamedDependency[User], cron_id: FromPath[UUID]) -> None:
     await job_delete(conn, user.uid, cron_id)
+
+
+def _cron_fields(body: RunBody, agent: VisibleAgent) -> dict[str, Any]:
+    """The per-run fields a cron keeps (its approval mode): its own model and a
+    client's own config.configurable keys are refused."""
+    keys = [item["key"] for item in access.configurable_items(agent)]
+    fields, passed = per_run_fields(body.extra, keys, body.open_keys)
+    if passed:
+        raise Refused(
+            f"a cron keeps no config.configurable keys of its own ({', '.join(sorted(passed))})"
+        )
+    if fields.get("model_spec"):
+        raise Refused("a cron runs the agent's own model; model cannot be set per cron")
+    return fields

@@ -11,13 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from yuxi.api.lg.errors import Refused
 from yuxi.api.lg.views import lg_interrupt
+from yuxi.queue.errors import InvalidInput
 from yuxi.runtime.state import INTERRUPT_CHANNEL
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-_HIDDEN = ("__", "branch:")  # LangGraph's own channels
+HIDDEN = ("__", "branch:")  # LangGraph's own channels
 
 
 def _plain(value: Any) -> Any:
@@ -46,6 +48,26 @@ def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
     return {"configurable": configurable}
 
 
+def checkpoint_id_of(thread_id: str, checkpoint: Any) -> str | None:
+    """The checkpoint id of a body's ``checkpoint`` (``{thread_id?, checkpoint_ns?,
+    checkpoint_id?}``, as RemoteGraph sends its config): None for the thread's latest.
+    Another thread's id is 400; a subgraph's namespace is refused (a yuxi graph's state
+    is its root namespace: subagents are runs of their own)."""
+    if checkpoint is None:
+        return None
+    if not isinstance(checkpoint, dict):
+        raise InvalidInput("checkpoint must be an object")
+    given = checkpoint.get("thread_id")
+    if given is not None and str(given) != thread_id:
+        raise InvalidInput("checkpoint.thread_id must be the thread of the path")
+    if checkpoint.get("checkpoint_ns"):
+        raise Refused("subgraph checkpoints are not supported: a yuxi thread has one namespace")
+    found = checkpoint.get("checkpoint_id")
+    if found is not None and not isinstance(found, str):
+        raise InvalidInput("checkpoint.checkpoint_id must be a string")
+    return found or None
+
+
 def values_of(saved: CheckpointTuple | None) -> dict[str, Any]:
     if saved is None:
         return {}
@@ -53,7 +75,7 @@ def values_of(saved: CheckpointTuple | None) -> dict[str, Any]:
     return {
         key: [_plain(m) for m in value] if key == "messages" else _plain(value)
         for key, value in channels.items()
-        if not key.startswith(_HIDDEN)
+        if not key.startswith(HIDDEN)
     }
 
 
@@ -74,6 +96,13 @@ def interrupts_of(saved: CheckpointTuple | None) -> list[dict[str, Any]]:
 
 async def head(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> CheckpointTuple | None:
     return await checkpointer.aget_tuple(_config(thread_id))  # type: ignore[arg-type]
+
+
+async def at(
+    checkpointer: BaseCheckpointSaver[Any], thread_id: str, checkpoint_id: str | None
+) -> CheckpointTuple | None:
+    """The thread's checkpoint ``checkpoint_id`` (its latest when None), or None."""
+    return await checkpointer.aget_tuple(_config(thread_id, checkpoint_id))  # type: ignore[arg-type]
 
 
 async def head_id(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
@@ -143,14 +172,49 @@ async def history(
     limit: int,
     before: str | None,
     interrupted: bool,
+    checkpoint_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The thread's checkpoints, newest first (interrupts on the head only)."""
+    """The thread's checkpoints, newest first (interrupts on the head only), as the
+    checkpointer's ``alist`` filters them: ``checkpoint_id`` that one checkpoint,
+    ``metadata`` those whose metadata contains it."""
+    latest = await head_id(checkpointer, thread_id) if interrupted else None
     states: list[dict[str, Any]] = []
     before_config = _config(thread_id, before) if before else None
     async for saved in checkpointer.alist(
-        _config(thread_id),  # type: ignore[arg-type]
+        _config(thread_id, checkpoint_id),  # type: ignore[arg-type]
+        filter=metadata or None,
         before=before_config,  # type: ignore[arg-type]
         limit=limit,
     ):
-        states.append(state_view(saved, thread_id, interrupted=interrupted and not states))
+        is_head = latest is not None and str(saved.checkpoint["id"]) == latest
+        states.append(state_view(saved, thread_id, interrupted=is_head))
     return states
+
+
+async def copy_checkpoints(checkpointer: BaseCheckpointSaver[Any], source: str, target: str) -> int:
+    """Copies every root checkpoint of thread ``source`` (with its pending writes) to
+    thread ``target``, oldest first, each under the same id and parent: the copy's
+    history is the source's. Returns how many were copied."""
+    saved = [s async for s in checkpointer.alist(_config(source))]  # type: ignore[arg-type]
+    for one in reversed(saved):
+        parent = (
+            one.parent_config["configurable"].get("checkpoint_id") if one.parent_config else None
+        )
+        config = _config(target, parent)
+        await checkpointer.aput(
+            config,  # type: ignore[arg-type]
+            one.checkpoint,
+            one.metadata,
+            dict(one.checkpoint.get("channel_versions", {})),
+        )
+        writes: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in one.pending_writes or []:
+            writes.setdefault(task_id, []).append((channel, value))
+        for task_id, items in writes.items():
+            await checkpointer.aput_writes(
+                _config(target, str(one.checkpoint["id"])),  # type: ignore[arg-type]
+                items,
+                task_id,
+            )
+    return len(saved)

@@ -85,11 +85,10 @@ async def get_thread(
     return await full_view(state, await access.thread(conn, user, thread_id))
 
 
-@post("/threads/search", status_code=200, summary="Search the caller's threads", tags=["langgraph"])
-async def search_threads(
-    state: State, conn: Conn, user: NamedDependency[User], data: JSONBody[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    limit, offset = _page(data)
+async def matching_threads(
+    conn: AsyncConnection[Any], user: User, data: dict[str, Any]
+) -> list[LgThread]:
+    """The caller's threads that a search's (or count's) metadata, status and ids match."""
     if data.get("values"):
         raise Refused("searching threads by values is not supported; search by metadata")
     metadata = data.get("metadata") or {}
@@ -112,6 +111,15 @@ async def search_threads(
         if ids and str(row.thread_id) not in ids:
             continue
         rows.append(row)
+    return rows
+
+
+@post("/threads/search", status_code=200, summary="Search the caller's threads", tags=["langgraph"])
+async def search_threads(
+    state: State, conn: Conn, user: NamedDependency[User], data: JSONBody[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    limit, offset = _page(data)
+    rows = await matching_threads(conn, user, data)
     sort_by = data.get("sort_by") or "updated_at"
     if sort_by not in ("thread_id", "status", "created_at", "updated_at"):
         raise InvalidInput("sort_by must be thread_id, status, created_at or updated_at")
@@ -189,12 +197,18 @@ async def thread_history_post(
     limit = data.get("limit", 10)
     if not isinstance(limit, int) or not 1 <= limit <= 1000:
         raise InvalidInput("limit must be an integer from 1 to 1000")
-    if data.get("metadata") or data.get("checkpoint"):
-        raise Refused("filtering history by metadata or checkpoint is not supported")
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise InvalidInput("metadata must be an object")
+    checkpoint_id = lg_state.checkpoint_id_of(str(thread_id), data.get("checkpoint"))
     before = data.get("before")
     if isinstance(before, dict):
-        before = before.get("checkpoint_id")
-    return await _history(state, conn, user, thread_id, limit, before)
+        before = lg_state.checkpoint_id_of(str(thread_id), before)
+    elif before is not None and not isinstance(before, str):
+        raise InvalidInput("before must be a checkpoint id or a checkpoint")
+    return await _history(
+        state, conn, user, thread_id, limit, before, checkpoint_id=checkpoint_id, metadata=metadata
+    )
 
 
 async def _history(
@@ -204,6 +218,9 @@ async def _history(
     thread_id: UUID,
     limit: int,
     before: str | None,
+    *,
+    checkpoint_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     row = await access.thread(conn, user, thread_id)
     if row.agent_slug is None:
@@ -214,4 +231,6 @@ async def _history(
         limit=limit,
         before=None if before is None else str(before),
         interrupted=row.queue_status == "interrupted",
+        checkpoint_id=checkpoint_id,
+        metadata=metadata,
     )
