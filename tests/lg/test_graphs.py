@@ -158,6 +158,12 @@ async def test_a_graph_without_messages_runs_and_shows_its_values(
     assert state["values"] == {"items": ["a", "b", "c"], "total": 3}
     (run,) = await sdk.alice.runs.list(thread)
     assert run["status"] == "success"
+    # the graph's own input keys, as a LangGraph client sends them
+    values = await sdk.alice.runs.wait(thread, "tally", input={"items": ["x", "y"]})
+    assert values["total"] == 2, values
+    chat = (await sdk.alice.threads.create())["thread_id"]
+    with pytest.raises(UnprocessableEntityError):  # a yuxi agent's state is its messages
+        await sdk.alice.runs.create(chat, "chatbot", input={"items": ["x"]})
 
     other = (await sdk.alice.threads.create())["thread_id"]
     values = await sdk.alice.runs.wait(

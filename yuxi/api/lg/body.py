@@ -38,6 +38,7 @@ class RunBody:
     assistant_id: str
     query: str | None
     blocks: list[Block]
+    state: dict[str, Any] | None
     resume: Any
     has_resume: bool
     strategy: str
@@ -94,6 +95,7 @@ def parse_run(body: dict[str, Any], configurable_keys: Sequence[str] | None = No
         assistant_id=assistant,
         query=given.query,
         blocks=given.blocks,
+        state=given.state,
         resume=given.resume,
         has_resume=given.has_resume,
         strategy=strategy,
@@ -148,6 +150,8 @@ class RunInput:
     blocks: list[Block] = field(default_factory=list)
     resume: Any = None
     has_resume: bool = False
+    # an input without messages: a state for a project's graph that takes no messages
+    state: dict[str, Any] | None = None
 
 
 def _input_of(body: dict[str, Any]) -> RunInput:
@@ -168,6 +172,11 @@ def _input_of(body: dict[str, Any]) -> RunInput:
         # as on LangGraph's server, a command's input is ignored (agent-chat-ui sends {})
         return RunInput(resume=_resume_value(command["resume"]), has_resume=True)
     if run_input is None:
+        if _checkpoint_id(body) is not None:
+            raise Refused(
+                "a run from a checkpoint without input (regenerate) is not supported: yuxi"
+                " does not fork a thread; send the message again"
+            )
         raise Refused("a run needs input.messages (a run without input is not supported)")
     return _messages_of(run_input)
 
@@ -226,6 +235,8 @@ def _messages_of(run_input: Any) -> RunInput:
         raise Refused("input must be an object with messages")
     # agent-chat-ui sends its artifact context in the input (absent or null when empty)
     unknown = sorted(k for k, v in run_input.items() if k != "messages" and v is not None)
+    if unknown and run_input.get("messages") is None:
+        return RunInput(state=run_input)  # the caller knows whether the graph takes it
     if unknown:
         raise Refused(
             f"input keys {unknown} are not supported: a yuxi agent's state is its messages"

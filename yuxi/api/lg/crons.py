@@ -207,6 +207,8 @@ async def delete_cron(conn: Conn, user: NamedDependency[User], cron_id: FromPath
 def _cron_fields(body: RunBody, agent: VisibleAgent) -> dict[str, Any]:
     """The per-run fields a cron keeps (its approval mode): its own model and a
     client's own config.configurable keys are refused."""
+    if body.state is not None:
+        raise Refused("a cron runs input.messages; other input keys are not supported")
     keys = [item["key"] for item in access.configurable_items(agent)]
     fields, passed = per_run_fields(body.extra, keys, body.open_keys)
     if passed:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Annotated, Any
 from uuid import UUID, uuid4
 
@@ -24,6 +25,7 @@ from yuxi.api.lg.body import RunBody, parse_run, per_run_fields, stream_modes
 from yuxi.api.lg.errors import Refused
 from yuxi.api.lg.views import LG_RUN_STATUSES, run_status, run_view
 from yuxi.api.sse import HEADERS
+from yuxi.queue.agents import VisibleAgent
 from yuxi.queue.attachments import message_refer_attachments
 from yuxi.queue.callers import User
 from yuxi.queue.errors import InvalidInput, NotFound, RunNotInterrupted
@@ -61,6 +63,8 @@ async def start_run(
     agent = await access.assistant(conn, user, body.assistant_id)
     keys = [item["key"] for item in access.configurable_items(agent)]
     fields, passed = per_run_fields(body.extra, keys, body.open_keys)
+    if body.state is not None:
+        body = replace(body, query=state_query(agent, body.state))
     if body.checkpoint_id is not None:
         head = await lg_state.head_id(await state.yuxi.checkpointer(), str(thread_id))
         if body.checkpoint_id != head:
@@ -139,6 +143,20 @@ async def start_run(
         stream_modes=body.stream_modes,
     )
     return row, body
+
+
+def state_query(agent: VisibleAgent, state: dict[str, Any]) -> str:
+    """An input without messages, for a project's graph that takes other keys: its JSON
+    (the worker gives it to the graph as its input, yuxi.runtime.graph_io); a yuxi
+    agent's state is its messages."""
+    from yuxi.agents.graphs import graph_backend
+
+    if graph_backend(agent.backend_id) is None:
+        raise Refused(
+            f"input keys {sorted(state)} are not supported: a yuxi agent's state is its"
+            " messages (send settings as config.configurable or context)"
+        )
+    return json.dumps(state, sort_keys=True)
 
 
 async def final_values(state: State, row: LgRun) -> dict[str, Any]:
