@@ -435,3 +435,12 @@ async def test_a_clients_own_configurable_keys_reach_the_graph(
             await sdk.alice.runs.create(tid, "probe", input=said("x"), context={"tenant": "acme"})
     finally:
         unregister_backend(ConfigurableProbe.backend_id)
+
+
+async def test_many_runs_of_one_user_at_once_all_end(sdk: Clients, worker: None) -> None:
+    """More of one user's runs at once than the event loop has executor threads: they
+    share the user's workspace cache, whose lock they take in turns (none is stuck)."""
+    threads = [(await sdk.alice.threads.create())["thread_id"] for _ in range(16)]
+    waits = [sdk.alice.runs.wait(t, "chatbot", input=said(f"n{i}")) for i, t in enumerate(threads)]
+    done = await asyncio.wait_for(asyncio.gather(*waits), timeout=90)
+    assert sorted(last_text(v) for v in done) == sorted(f"echo: n{i}" for i in range(16))

@@ -27,6 +27,7 @@ import re
 import shutil
 import stat
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,16 @@ CACHE_DIR = "cache/files"
 # a path the store takes (sql: yuxi.file_path_is_valid)
 _COMPONENT = re.compile(r"[^/\\\x00-\x1f\x7f]{1,255}")
 _READ_BYTES = 1024 * 1024
+
+# one turn per cache directory in this process (see DirectoryCache._locked)
+_turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+def _turn(lock_path: Path) -> asyncio.Lock:
+    turn = _turns.get(str(lock_path))
+    if turn is None:
+        turn = _turns[str(lock_path)] = asyncio.Lock()
+    return turn
 
 
 def storable(path: str) -> bool:
@@ -189,6 +200,15 @@ class TreeCache:
 
     @contextlib.asynccontextmanager
     async def _locked(self) -> AsyncIterator[_Seen]:
+        # This process's runs take turns first; only then does one wait in flock, for
+        # another process. Without the turn, runs of one tree waiting in flock held every
+        # thread of the loop's executor, and the run holding the lock got none to go on
+        # with (its to_thread calls waited behind them): every run of the process stuck.
+        async with _turn(self._lock_path), self._flocked() as seen:
+            yield seen
+
+    @contextlib.asynccontextmanager
+    async def _flocked(self) -> AsyncIterator[_Seen]:
         self._seen_path.parent.mkdir(parents=True, exist_ok=True)
         fd = await asyncio.to_thread(os.open, self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
