@@ -14,6 +14,9 @@ a fresh database. The workloads, each through every side:
 - **stateless**: --sequential runs without a thread (SDK: ``runs.wait(None, …)``, on a
   thread of its own that is deleted at its end), against the native and the floor's
   sequential workload again;
+- **graph**: --sequential runs (a thread each) on a ``langgraph.json`` project's
+  one-node echo graph, served with ``YUXI_GRAPHS``; its floor is the same graph
+  ``ainvoke``d;
 - **enqueued**: --enqueued runs submitted at once on one thread, then each waited for
   (floor: the same number of ``ainvoke`` one after the other on one thread).
 
@@ -27,9 +30,11 @@ Reported: wall time and runs/s per side and workload, the SDK's runs/s ÷ native
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -38,12 +43,51 @@ from langgraph_sdk import get_client
 
 from tests.bench.api_process import api_process, seed_api_owner
 from tests.bench.harness import BenchDatabase, log, print_table, run_benchmark, verdict
-from tests.bench.http_runs import Floor, load_agent, workload
+from tests.bench.http_runs import Agent, Floor, load_agent, workload
+from yuxi.agents.base import BaseAgent
 
 QUERY = "hello"
 REPLY = "echo: hello"
 TARGET = 0.8
 SAID = {"messages": [{"role": "user", "content": QUERY}]}
+# a langgraph.json project of one echo graph, served by `yuxi up` with YUXI_GRAPHS
+PROJECT_GRAPH = "echo_graph"
+PROJECT_SOURCE = """
+from langchain_core.messages import AIMessage
+from langgraph.graph import START, MessagesState, StateGraph
+
+
+def echo(state: MessagesState) -> dict:
+    return {"messages": [AIMessage("echo: " + state["messages"][-1].content)]}
+
+
+graph = StateGraph(MessagesState).add_node(echo).add_edge(START, "echo").compile()
+"""
+
+
+def write_project(project: str) -> None:
+    Path(project, "echo.py").write_text(PROJECT_SOURCE)
+    Path(project, "langgraph.json").write_text(
+        json.dumps({"graphs": {PROJECT_GRAPH: "./echo.py:graph"}})
+    )
+
+
+def project_agent(project: str) -> Agent:
+    """The floor of the graph workload: the project's graph, ainvoked in this process."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_echo_project", Path(project, "echo.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class ProjectGraph(BaseAgent):
+        backend_id = PROJECT_GRAPH
+
+        async def get_graph(self, context: Any, *, checkpointer: Any = None) -> Any:
+            return module.graph.copy(update={"checkpointer": checkpointer})
+
+    return Agent(PROJECT_GRAPH, ProjectGraph(), "")
 
 
 class Native:
@@ -58,8 +102,8 @@ class Native:
             limits=limits,
         )
 
-    async def thread(self) -> str:
-        response = await self.http.post("/api/chat/thread", json={"agent_id": "chatbot"})
+    async def thread(self, agent: str = "chatbot") -> str:
+        response = await self.http.post("/api/chat/thread", json={"agent_id": agent})
         response.raise_for_status()
         return str(response.json()["id"])
 
@@ -105,8 +149,8 @@ class Sdk:
     async def thread(self) -> str:
         return str((await self.client.threads.create())["thread_id"])
 
-    async def submit(self, thread: str) -> str:
-        run = await self.client.runs.create(thread, "chatbot", input=SAID)
+    async def submit(self, thread: str, assistant: str = "chatbot") -> str:
+        run = await self.client.runs.create(thread, assistant, input=SAID)
         return str(run["run_id"])
 
     async def wait(self, thread: str, run_id: str) -> None:
@@ -114,8 +158,8 @@ class Sdk:
         if values["messages"][-1]["content"] != REPLY:
             raise RuntimeError(f"sdk run replied {values['messages'][-1]}")
 
-    async def run(self, thread: str) -> None:
-        await self.wait(thread, await self.submit(thread))
+    async def run(self, thread: str, assistant: str = "chatbot") -> None:
+        await self.wait(thread, await self.submit(thread, assistant))
 
     async def stateless(self) -> None:
         """A run without a thread: on a thread of its own, deleted at its end."""
@@ -134,7 +178,7 @@ async def timed(action: Callable[[], Awaitable[None]]) -> float:
 
 
 async def sides_for(
-    args: argparse.Namespace, native: Native, sdk: Sdk, floor: Floor
+    args: argparse.Namespace, native: Native, sdk: Sdk, floor: Floor, project_floor: Floor
 ) -> dict[str, dict[str, float]]:
     seconds: dict[str, dict[str, float]] = {"sdk": {}, "native": {}, "floor": {}}
 
@@ -164,6 +208,24 @@ async def sides_for(
     seconds["sdk"]["stateless"] = await timed(stateless_sdk)
     seconds["native"]["stateless"] = await timed(seq_native)
     seconds["floor"]["stateless"] = await timed(seq_floor)
+
+    log("graph (a langgraph.json project's echo graph)")
+
+    async def graph_sdk() -> None:
+        for _ in range(args.sequential):
+            await sdk.run(await sdk.thread(), PROJECT_GRAPH)
+
+    async def graph_native() -> None:
+        for _ in range(args.sequential):
+            await native.run(await native.thread(PROJECT_GRAPH))
+
+    async def graph_floor() -> None:
+        for _ in range(args.sequential):
+            await project_floor.run(uuid4())
+
+    seconds["sdk"]["graph"] = await timed(graph_sdk)
+    seconds["native"]["graph"] = await timed(graph_native)
+    seconds["floor"]["graph"] = await timed(graph_floor)
 
     log("concurrent")
     sdk_threads = [UUID(await sdk.thread()) for _ in range(args.threads)]
@@ -220,27 +282,33 @@ async def measure(database: BenchDatabase, args: argparse.Namespace) -> int:
     counts = {
         "sequential": args.sequential,
         "stateless": args.sequential,
+        "graph": args.sequential,
         "concurrent": args.runs,
         "enqueued": args.enqueued,
     }
     with (
         tempfile.TemporaryDirectory(prefix="yuxi-bench-floor-") as workdir,
-        api_process(database.url, command="up") as process,
+        tempfile.TemporaryDirectory(prefix="yuxi-bench-project-") as project,
     ):
-        log(f"serving: {process.describe()}")
-        native = Native(process.base_url, token, args.in_flight)
-        sdk = Sdk(process.base_url, token)
-        floor = Floor(agent, database.url, args.in_flight, workdir)
-        try:
-            # warm-up, not counted
-            await sdk.run(await sdk.thread())
-            await native.run(await native.thread())
-            async with floor.compiled():
-                await floor.run(uuid4())
-                seconds = await sides_for(args, native, sdk, floor)
-        finally:
-            await native.aclose()
-            await sdk.aclose()
+        write_project(project)
+        with api_process(database.url, command="up", extra_env={"YUXI_GRAPHS": project}) as process:
+            log(f"serving: {process.describe()}")
+            native = Native(process.base_url, token, args.in_flight)
+            sdk = Sdk(process.base_url, token)
+            floor = Floor(agent, database.url, args.in_flight, workdir)
+            project_floor = Floor(project_agent(project), database.url, args.in_flight, workdir)
+            try:
+                # warm-up, not counted
+                await sdk.run(await sdk.thread())
+                await native.run(await native.thread())
+                await sdk.run(await sdk.thread(), PROJECT_GRAPH)
+                async with floor.compiled(), project_floor.compiled():
+                    await floor.run(uuid4())
+                    await project_floor.run(uuid4())
+                    seconds = await sides_for(args, native, sdk, floor, project_floor)
+            finally:
+                await native.aclose()
+                await sdk.aclose()
     rows: list[list[Any]] = []
     ok = True
     for name, count in counts.items():
