@@ -444,3 +444,14 @@ async def test_many_runs_of_one_user_at_once_all_end(sdk: Clients, worker: None)
     waits = [sdk.alice.runs.wait(t, "chatbot", input=said(f"n{i}")) for i, t in enumerate(threads)]
     done = await asyncio.wait_for(asyncio.gather(*waits), timeout=90)
     assert sorted(last_text(v) for v in done) == sorted(f"echo: n{i}" for i in range(16))
+
+
+async def test_join_answers_the_thread_as_its_own_run_left_it(sdk: Clients, worker: None) -> None:
+    """Runs enqueued on one thread: each one's join is the thread after that run, not
+    after a later run that has begun since (its input already in the checkpoint)."""
+    thread = (await sdk.alice.threads.create())["thread_id"]
+    runs = [await sdk.alice.runs.create(thread, "chatbot", input=said(f"q{i}")) for i in range(8)]
+    for i, run in enumerate(runs):
+        values = await sdk.alice.runs.join(thread, run["run_id"])
+        assert last_text(values) == f"echo: q{i}"
+        assert len(values["messages"]) == 2 * (i + 1)

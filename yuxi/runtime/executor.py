@@ -70,7 +70,6 @@ from yuxi.runtime.cancel import CancelWatcher
 from yuxi.runtime.child_runs import ChildRuns
 from yuxi.runtime.events import EventWriter
 from yuxi.runtime.graph_io import (
-    RUN_KEY,
     final_values_text,
     graph_input,
     interrupt_of,
@@ -84,6 +83,7 @@ from yuxi.runtime.graph_io import (
 )
 from yuxi.runtime.manifest import build_manifest, manifest_fingerprint
 from yuxi.runtime.prepare import PreparedContext, prepare_agent_runtime_context, run_workdir
+from yuxi.runtime.state import RUN_KEY
 from yuxi.runtime.store import with_user_store
 from yuxi.runtime.tool_calls import RunToolCalls
 

@@ -24,9 +24,7 @@ from langgraph.types import Command, Interrupt, StateSnapshot
 from yuxi.agents.context import BaseContext
 from yuxi.queue.runs import OutputMessage, RunClaim
 from yuxi.queue.statuses import RunType
-
-# the key of the run id in each checkpoint's metadata
-RUN_KEY = "yuxi_run_id"
+from yuxi.runtime.state import RUN_KEY
 
 
 @dataclass

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 STATE_KEYS = ("todos", "files", "artifacts", "subagent_runs")
 INTERRUPT_CHANNEL = "__interrupt__"
+# the key of the run id in each checkpoint's metadata (yuxi.runtime.graph_io writes it)
+RUN_KEY = "yuxi_run_id"
 
 
 class PendingInterrupt(msgspec.Struct, frozen=True):

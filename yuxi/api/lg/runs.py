@@ -162,7 +162,12 @@ def state_query(agent: VisibleAgent, state: dict[str, Any]) -> str:
 async def final_values(state: State, row: LgRun) -> dict[str, Any]:
     """What join and wait answer: the thread's values after the run, with its
     interrupt; a failed run's error as ``__error__``."""
-    saved = await lg_state.head(await state.yuxi.checkpointer(), str(row.thread_id))
+    checkpointer = await state.yuxi.checkpointer()
+    saved = None
+    if row.run_id is not None:  # as this run left the thread (a later run may have begun)
+        saved = await lg_state.run_head(checkpointer, str(row.thread_id), str(row.run_id))
+    if saved is None:
+        saved = await lg_state.head(checkpointer, str(row.thread_id))
     values = lg_state.values_of(saved)
     if row.run_status == RunStatus.INTERRUPTED:
         interrupts = lg_state.interrupts_of(saved)

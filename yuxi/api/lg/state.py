@@ -14,7 +14,7 @@ import msgspec
 from yuxi.api.lg.errors import Refused
 from yuxi.api.lg.views import lg_interrupt
 from yuxi.queue.errors import InvalidInput
-from yuxi.runtime.state import INTERRUPT_CHANNEL
+from yuxi.runtime.state import INTERRUPT_CHANNEL, RUN_KEY
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
@@ -103,6 +103,20 @@ async def at(
 ) -> CheckpointTuple | None:
     """The thread's checkpoint ``checkpoint_id`` (its latest when None), or None."""
     return await checkpointer.aget_tuple(_config(thread_id, checkpoint_id))  # type: ignore[arg-type]
+
+
+async def run_head(
+    checkpointer: BaseCheckpointSaver[Any], thread_id: str, run_id: str
+) -> CheckpointTuple | None:
+    """The latest checkpoint the run ``run_id`` wrote: the thread as that run left it,
+    although a run queued behind it may have started since."""
+    async for saved in checkpointer.alist(
+        _config(thread_id),  # type: ignore[arg-type]
+        filter={RUN_KEY: run_id},
+        limit=1,
+    ):
+        return saved
+    return None
 
 
 async def head_id(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> str | None:
