@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 from typing import Any
 
@@ -455,3 +456,49 @@ async def test_join_answers_the_thread_as_its_own_run_left_it(sdk: Clients, work
         values = await sdk.alice.runs.join(thread, run["run_id"])
         assert last_text(values) == f"echo: q{i}"
         assert len(values["messages"]) == 2 * (i + 1)
+
+
+async def test_a_subagent_streams_as_a_subgraph(sdk: Clients, api: Api, worker: None) -> None:
+    created = await api.admin.post(
+        "/api/agents",
+        json={
+            "slug": "helper",
+            "name": "Helper",
+            "backend_id": "subagent",
+            "is_subagent": True,
+            "config": {"context": {"model": "builtin:scripted"}},
+        },
+    )
+    assert created.status_code == 201, created.text
+    task = said("/tool task " + json.dumps({"subagent": "helper", "description": "hi there"}))
+    modes = ["updates", "messages-tuple"]
+    thread = (await sdk.alice.threads.create())["thread_id"]
+    parts = [
+        (p.event, p.data)
+        async for p in sdk.alice.runs.stream(
+            thread, "chatbot", input=task, stream_mode=modes, stream_subgraphs=True
+        )
+    ]
+    nested = [(e, d) for e, d in parts if "|" in e]
+    namespaces = {e.split("|", 1)[1] for e, _ in nested}
+    (child,) = await api.sql(
+        "SELECT run_id FROM yuxi.agent_runs WHERE thread_id = %s AND run_type = 'subagent'",
+        thread,
+    )
+    assert namespaces == {f"tools:{child[0]}"}
+    text = "".join(d[0]["content"] for e, d in nested if e.startswith("messages|"))
+    assert text == "echo: hi there"
+    assert any(e.startswith("updates|") for e, _ in nested)
+    # the parent's own parts come around it, in order, and its answer after
+    names = [e for e, _ in parts]
+    first_nested = names.index(next(e for e in names if "|" in e))
+    assert "updates" in names[:first_nested]  # the task call
+    final = [d for e, d in parts if e == "updates"][-1]
+    assert final["model"]["messages"][0]["content"] == "tool task returned: echo: hi there"
+    # without stream_subgraphs the subagent's run is not in the stream
+    again = (await sdk.alice.threads.create())["thread_id"]
+    plain = [
+        p.event
+        async for p in sdk.alice.runs.stream(again, "chatbot", input=task, stream_mode=modes)
+    ]
+    assert not any("|" in e for e in plain)

@@ -50,6 +50,8 @@ class RunBody:
     if_not_exists: str
     extra: dict[str, Any] = field(default_factory=dict)
     open_keys: set[str] = field(default_factory=set)
+    # stream_subgraphs: a subagent's run streams inside its parent's, namespaced
+    subgraphs: bool = False
 
 
 def stream_modes(value: Any, default: Sequence[str] = ("values",)) -> list[str]:
@@ -107,6 +109,7 @@ def parse_run(body: dict[str, Any], configurable_keys: Sequence[str] | None = No
         if_not_exists=if_not_exists,
         extra=extra,
         open_keys=open_keys,
+        subgraphs=bool(body.get("stream_subgraphs")),
     )
 
 

@@ -78,6 +78,9 @@ class Translator:
     _text: str = ""
     _values_sent: bool = False
     _step: int = 0
+    # a subagent's run inside its parent's stream: parts named "<mode>|<namespace>",
+    # without ids (the parent's events carry them), no metadata and no end
+    namespace: str | None = None
     _task: str | None = None  # the step under way: its task id and node
     _node: str = ""
 
@@ -136,6 +139,12 @@ class Translator:
             parts.extend(self._close_text())
             parts.extend(self._event("on_chain_end", "LangGraph", {"output": self._state()}))
             parts.append(("end", None))
+        if self.namespace is not None:
+            return [
+                sse_message(json.dumps(data, default=str), event=f"{name}|{self.namespace}")
+                for name, data in parts
+                if name not in ("metadata", "end")
+            ]
         return _encode(parts, seq)
 
     def _chunks(self, chunks: list[dict[str, Any]]) -> list[tuple[str, Any]]:

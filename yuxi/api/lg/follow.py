@@ -17,6 +17,7 @@ from litestar.exceptions import HTTPException
 
 from yuxi.api.event_hub import server_closing
 from yuxi.api.lg.events import Translator, ai_message, human_message, tool_message
+from yuxi.api.lg.subgraphs import subagent_calls, subagent_parts
 from yuxi.api.lg.views import run_ended
 from yuxi.api.run_stream import HEARTBEAT, Ended, follow_run
 from yuxi.api.sse import sse_message
@@ -175,8 +176,11 @@ async def stream_run(
     modes: list[str],
     after: int,
     first: LgRun | None = None,
+    *,
+    subgraphs: bool = False,
 ) -> AsyncGenerator[bytes]:
-    """The run's stream parts after seq ``after`` (0: from the start), until its end."""
+    """The run's stream parts after seq ``after`` (0: from the start), until its end;
+    with ``subgraphs``, each subagent run it starts streams inside it (lg.subgraphs)."""
     row = None
     async for seen in wait_for(app, uid, thread_id, request_id, dispatched=True, first=first):
         if seen is None:
@@ -194,6 +198,7 @@ async def stream_run(
     # every event from the first one: the parts after ``after`` build on those before
     followed = follow_run(app, row.run_id, app.hub.listen(row.run_id))
     last = 0
+    streamed: set[UUID] = set()  # subagent runs already sent
     try:
         async with aclosing(followed):
             async for item in followed:
@@ -205,9 +210,15 @@ async def stream_run(
                 else:
                     seq, event, payload = item
                     last = seq
-                    messages = translator.feed(seq, event, json.loads(payload))
+                    data = json.loads(payload)
+                    messages = translator.feed(seq, event, data)
                     if seq > after:
                         for message in messages:
                             yield message
+                    calls = subagent_calls(event, data) if subgraphs else []
+                    if calls and seq >= after:
+                        parts = subagent_parts(app, uid, row, modes, calls, seq, streamed)
+                        async for part in parts:
+                            yield part
     except NotFound:  # the run is gone (its thread was deleted and purged)
         yield sse_message("null", event="end")

@@ -220,7 +220,14 @@ async def stream_new_run(
 ) -> Stream:
     row, body = await start_run(state, conn, user, thread_id, data)
     content = follow.stream_run(
-        state.yuxi, user.uid, thread_id, row.request_id, body.stream_modes, 0, row
+        state.yuxi,
+        user.uid,
+        thread_id,
+        row.request_id,
+        body.stream_modes,
+        0,
+        row,
+        subgraphs=body.subgraphs,
     )
     return _stream(row, content)
 
@@ -452,7 +459,14 @@ async def stateless_stream(
 ) -> Stream:
     row, body, temporary = await _stateless(state, user, data)
     parts = follow.stream_run(
-        state.yuxi, user.uid, row.thread_id, row.request_id, body.stream_modes, 0, row
+        state.yuxi,
+        user.uid,
+        row.thread_id,
+        row.request_id,
+        body.stream_modes,
+        0,
+        row,
+        subgraphs=body.subgraphs,
     )
 
     async def content() -> AsyncIterator[bytes]:

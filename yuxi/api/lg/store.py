@@ -5,6 +5,7 @@ call (``AppState.store``)."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from litestar import Request, delete, get, post, put
@@ -13,6 +14,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromQuery, JSONBody
 
 from yuxi.api.lg.errors import Refused
+from yuxi.api.limits import check_json_depth
 from yuxi.queue.callers import User
 from yuxi.queue.errors import InvalidInput, NotFound
 
@@ -107,7 +109,14 @@ async def get_item(
 async def delete_item(
     state: State, user: NamedDependency[User], request: Request[Any, Any, Any]
 ) -> None:
-    data = await request.json()
+    # a DELETE's body is not decoded for the route (no ``data``): read here, with the
+    # depth check every decoded body gets (yuxi.api.limits)
+    raw = await request.body()
+    try:
+        check_json_depth(raw)
+        data = json.loads(raw or b"null")
+    except ValueError as error:
+        raise InvalidInput(f"the body must be JSON: {error}") from None
     if not isinstance(data, dict):
         raise InvalidInput("the body must be an object {namespace, key}")
     namespace, key = _namespace(data.get("namespace")), _key(data.get("key"))
