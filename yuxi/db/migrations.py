@@ -26,8 +26,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 
 from yuxi.db.paths import migrations_dir, schema_dir
@@ -232,22 +234,7 @@ def _setup_checkpointer(conn: psycopg.Connection[dict[str, object]]) -> bool:
     from langgraph.checkpoint.postgres.base import BasePostgresSaver
 
     total = len(BasePostgresSaver.MIGRATIONS)
-    exists = conn.execute("SELECT to_regclass('public.checkpoint_migrations') AS t").fetchone()
-    if exists is not None and exists["t"] is not None:
-        done = conn.execute("SELECT coalesce(max(v), -1) AS v FROM public.checkpoint_migrations")
-        row = done.fetchone()
-        if row is not None and row["v"] == total - 1:
-            return False
-    with psycopg.connect(
-        conn.info.dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as saver_conn:
-        PostgresSaver(saver_conn).setup()
-    conn.execute(
-        "INSERT INTO yuxi.schema_migrations (name, checksum) VALUES (%s, %s)"
-        " ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()",
-        (CHECKPOINTER, f"v{total}"),
-    )
-    return True
+    return _setup_langgraph(conn, CHECKPOINTER, "checkpoint_migrations", total, PostgresSaver)
 
 
 def _setup_store(conn: psycopg.Connection[dict[str, object]]) -> bool:
@@ -257,20 +244,37 @@ def _setup_store(conn: psycopg.Connection[dict[str, object]]) -> bool:
     from langgraph.store.postgres.base import BasePostgresStore
 
     total = len(BasePostgresStore.MIGRATIONS)
-    exists = conn.execute("SELECT to_regclass('public.store_migrations') AS t").fetchone()
+    return _setup_langgraph(conn, STORE, "store_migrations", total, PostgresStore)
+
+
+def _setup_langgraph(
+    conn: psycopg.Connection[dict[str, object]],
+    name: str,
+    versions_table: str,
+    total: int,
+    kind: Any,
+) -> bool:
+    """Runs the ``setup()`` of a LangGraph Postgres class (``kind``) unless its
+    ``public.<versions_table>`` has all ``total`` versions, on a connection configured as
+    it requires, and records it as ``name`` in yuxi's migrations; True when it ran."""
+    exists = conn.execute("SELECT to_regclass(%s) AS t", (f"public.{versions_table}",)).fetchone()
     if exists is not None and exists["t"] is not None:
-        done = conn.execute("SELECT coalesce(max(v), -1) AS v FROM public.store_migrations")
+        done = conn.execute(
+            sql.SQL("SELECT coalesce(max(v), -1) AS v FROM public.{}").format(
+                sql.Identifier(versions_table)
+            )
+        )
         row = done.fetchone()
         if row is not None and row["v"] == total - 1:
             return False
     with psycopg.connect(
         conn.info.dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as store_conn:
-        PostgresStore(store_conn).setup()
+    ) as own:
+        kind(own).setup()
     conn.execute(
         "INSERT INTO yuxi.schema_migrations (name, checksum) VALUES (%s, %s)"
         " ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()",
-        (STORE, f"v{total}"),
+        (name, f"v{total}"),
     )
     return True
 
