@@ -338,6 +338,16 @@ async def test_a_child_run_cut_by_a_lost_connection_is_taken_again_by_its_parent
     async with running_worker(db_url, tmp_path):
         info = await world.submit(thread, task)
         child = await _child_running(world, info.run_id)
+
+        async def sleeping() -> bool:  # its input is checkpointed: the model step sleeps
+            return bool(
+                await world.value(
+                    "SELECT count(*) FROM public.checkpoints WHERE metadata ->> 'yuxi_run_id' = %s",
+                    str(child),
+                )
+            )
+
+        await wait_until(sleeping)
         async with await psycopg.AsyncConnection.connect(db_url) as holder:
             # the child's first checkpoint write after its sleep waits for this lock
             await holder.execute("LOCK TABLE public.checkpoints IN ACCESS EXCLUSIVE MODE")
